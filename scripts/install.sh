@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Creates .venv/ in the repository root and installs topic-lineage (with its dev extra) into it,
+# pinned by requirements.lock. Idempotent: does nothing when pyproject.toml and the lock are
+# unchanged since the last successful install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+"$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' 2>/dev/null || {
+  echo "topic-lineage needs Python 3.11 (found: $("$PYTHON" --version 2>&1)). Set PYTHON=/path/to/python3.11." >&2
+  exit 2
+}
+command -v java >/dev/null 2>&1 || {
+  echo "topic-lineage needs Java 17 for Spark (no 'java' on PATH). On Debian: apt-get install openjdk-17-jre-headless" >&2
+  exit 2
+}
+
+stamp=.venv/.installed
+want=$(cat pyproject.toml requirements.lock | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/topic-lineage ]; then
+  exit 0
+fi
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check uv
+.venv/bin/python -m uv pip install --quiet --python .venv/bin/python -c requirements.lock -e '.[dev]'
+echo "$want" > "$stamp"
+echo "installed topic-lineage into $(pwd)/.venv"

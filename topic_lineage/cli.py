@@ -1,0 +1,63 @@
+"""The ``topic-lineage`` command line.
+
+Each command lives in a module of ``topic_lineage.commands`` that defines
+``register(subparsers)``; this file only wires them together and turns user errors into one
+clear line on stderr (no traceback) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from topic_lineage.errors import TopicLineageError
+
+# One line per command module; each module registers its own sub-commands.
+COMMAND_MODULES = (
+    "topic_lineage.commands.store_cmds",
+    "topic_lineage.commands.capture_cmds",
+    "topic_lineage.commands.build_cmds",
+    "topic_lineage.commands.quality_cmds",
+    "topic_lineage.commands.demo_cmds",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="topic-lineage",
+        description="Kafka topic incarnations (KIP-516 topic IDs) as a slowly changing dimension.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # a command module not written yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except TopicLineageError as exc:
+        print(f"topic-lineage {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"topic-lineage {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Commands on the snapshot store: import, snapshots, verify, quarantine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from topic_lineage import store
+from topic_lineage import tables as t
+from topic_lineage.snapshot import check_jsonl, format_timestamp
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import",
+        help="ingest snapshot files (JSON Lines interchange format, or --format for others)",
+        description="Validate each file whole, then store its snapshots. A file with any invalid "
+        "line is rejected with an error naming file, line and field, and nothing is stored.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--format", default="jsonl", help="input format (default: jsonl)")
+    p.add_argument("--cluster-id", help="cluster ID for formats that do not carry one")
+    p.add_argument("--cluster-alias", help="cluster alias for formats that do not carry one")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("snapshots", help="list stored snapshots")
+    p.add_argument("--cluster", help="only this cluster (ID or alias)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=cmd_snapshots)
+
+    p = sub.add_parser("verify", help="read every stored snapshot file and report unreadable ones")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("quarantine", help="move an unreadable stored snapshot file aside")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_quarantine)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    if args.format == "jsonl":
+        for path in args.files:  # every file is checked before any is stored
+            check_jsonl(path)
+        for path in args.files:
+            result = store.import_jsonl(path)
+            print(f"{path}: {result}")
+        return 0
+    from topic_lineage import importers
+
+    result = importers.import_files(
+        args.format, args.files, cluster_id=args.cluster_id, cluster_alias=args.cluster_alias
+    )
+    print(result)
+    return 0
+
+
+def cmd_snapshots(args: argparse.Namespace) -> int:
+    runs = store.read_runs(args.cluster)
+    if args.format == "json":
+        for run in runs:
+            run[t.CAPTURED_AT] = format_timestamp(run[t.CAPTURED_AT])
+        print(json.dumps(runs, indent=2))
+        return 0
+    print(f"{'cluster':<24} {'alias':<12} {'captured_at':<28} {'complete':<8} {'topics':>6} "
+          f"{'errors':>6}  source")
+    for run in runs:
+        print(
+            f"{run[t.CLUSTER_ID]:<24} {run[t.CLUSTER_ALIAS]:<12} "
+            f"{format_timestamp(run[t.CAPTURED_AT]):<28} {str(run[t.COMPLETE]).lower():<8} "
+            f"{run[t.TOPIC_COUNT]:>6} {run[t.ERROR_TOPIC_COUNT]:>6}  {run[t.SOURCE]}"
+        )
+    print(f"{len(runs)} snapshot(s) under {t.snapshots_dir()}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    problems = store.verify()
+    for problem in problems:
+        print(problem)
+    print(f"{len(store.snapshot_files())} stored file(s), {len(problems)} unreadable")
+    return 1 if problems else 0
+
+
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    for path in args.files:
+        print(f"{path} -> {store.quarantine(path)}")
+    return 0

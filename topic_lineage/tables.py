@@ -1,0 +1,176 @@
+"""The one place that knows where topic-lineage keeps its data and what its tables look like.
+
+Everything else asks this module for paths and schemas. Schemas are Spark DDL strings (so no
+Spark import is needed to know them) plus, for the snapshot store written from plain Python,
+an Arrow schema built on demand.
+
+Layout under ``TOPIC_LINEAGE_HOME`` (default ``~/.topic-lineage``)::
+
+    snapshots/cluster=<cluster_id, %-escaped>/date=<YYYY-MM-DD>/<captured_at>.parquet
+    quarantine/                      stored snapshot files moved aside by `topic-lineage quarantine`
+    warehouse/versions/<version>/<table>/   one immutable directory per build (Parquet)
+    warehouse/CURRENT                the published version's name (replaced atomically)
+    quality/                         Great Expectations results and Data Docs
+    locks/                           build / publish / ingest locks
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+DATABASE = "topic_lineage"
+"""Spark SQL database under which the published tables are registered."""
+
+HOME_ENV = "TOPIC_LINEAGE_HOME"
+DEFAULT_HOME = Path("~/.topic-lineage")
+
+SNAPSHOT_RUNS = "snapshot_runs"
+TOPIC_SNAPSHOTS = "topic_snapshots"
+TOPIC_INCARNATIONS = "topic_incarnations"
+TABLES = (SNAPSHOT_RUNS, TOPIC_SNAPSHOTS, TOPIC_INCARNATIONS)
+
+# --- column names shared by producers and consumers ---------------------------------------
+CLUSTER_ID = "cluster_id"
+CLUSTER_ALIAS = "cluster_alias"
+CAPTURED_AT = "captured_at"
+COMPLETE = "complete"
+SOURCE = "source"
+AUTHORITATIVE = "authoritative"
+CONTENT_HASH = "content_hash"
+TOPIC_COUNT = "topic_count"
+ERROR_TOPIC_COUNT = "error_topic_count"
+TOPIC_NAME = "topic_name"
+TOPIC_ID = "topic_id"
+TOPIC_UUID = "topic_uuid"
+PARTITION_COUNT = "partition_count"
+REPLICATION_FACTOR = "replication_factor"
+IS_INTERNAL = "is_internal"
+ERROR = "error"
+HELD = "held"
+
+# --- the snapshot store (written by topic_lineage.store, read by Spark and DuckDB) ---------
+# One Parquet file per snapshot, one row per topic. A snapshot with no topics is stored as a
+# single marker row whose topic columns are NULL, so that the snapshot itself is never lost.
+# `authoritative` marks snapshots replayed from the KRaft metadata log: exact, and exempt from
+# the mass-deletion hold (R3).
+SNAPSHOT_STORE_DDL = (
+    "cluster_id STRING NOT NULL, cluster_alias STRING NOT NULL, captured_at TIMESTAMP NOT NULL, "
+    "complete BOOLEAN NOT NULL, source STRING NOT NULL, authoritative BOOLEAN NOT NULL, "
+    "content_hash STRING NOT NULL, topic_count INT NOT NULL, error_topic_count INT NOT NULL, "
+    "topic_name STRING, topic_id STRING, partition_count INT, replication_factor INT, "
+    "is_internal BOOLEAN, error STRING"
+)
+
+# --- published tables (contract: ../shared/design/contract.md, "Tables") -------------------
+SNAPSHOT_RUNS_DDL = (
+    "cluster_id STRING NOT NULL, cluster_alias STRING NOT NULL, captured_at TIMESTAMP NOT NULL, "
+    "complete BOOLEAN NOT NULL, topic_count INT NOT NULL, error_topic_count INT NOT NULL, "
+    "source STRING NOT NULL, held BOOLEAN NOT NULL"
+)
+
+TOPIC_SNAPSHOTS_DDL = (
+    "cluster_id STRING NOT NULL, cluster_alias STRING NOT NULL, captured_at TIMESTAMP NOT NULL, "
+    "complete BOOLEAN NOT NULL, topic_name STRING NOT NULL, topic_id STRING, topic_uuid STRING, "
+    "partition_count INT, replication_factor INT, is_internal BOOLEAN, error STRING"
+)
+
+TOPIC_INCARNATIONS_DDL = (
+    "incarnation_key STRING NOT NULL, cluster_id STRING NOT NULL, cluster_alias STRING NOT NULL, "
+    "topic_id STRING, topic_uuid STRING, topic_name STRING NOT NULL, version INT NOT NULL, "
+    "change_type STRING NOT NULL, partition_count INT, replication_factor INT, "
+    "is_internal BOOLEAN, valid_from TIMESTAMP NOT NULL, valid_to TIMESTAMP, "
+    "is_current BOOLEAN NOT NULL, first_seen_at TIMESTAMP NOT NULL, "
+    "last_seen_at TIMESTAMP NOT NULL, deleted_at TIMESTAMP"
+)
+
+TABLE_DDL = {
+    SNAPSHOT_RUNS: SNAPSHOT_RUNS_DDL,
+    TOPIC_SNAPSHOTS: TOPIC_SNAPSHOTS_DDL,
+    TOPIC_INCARNATIONS: TOPIC_INCARNATIONS_DDL,
+}
+
+CHANGE_TYPES = ("created", "attributes_changed", "renamed", "id_assigned", "reappeared")
+
+
+def ddl_columns(ddl: str) -> list[str]:
+    """Column names of a DDL string, in order."""
+    return [part.strip().split()[0] for part in ddl.split(",")]
+
+
+# --- paths -----------------------------------------------------------------------------------
+def home() -> Path:
+    """``$TOPIC_LINEAGE_HOME``, or ``~/.topic-lineage``; created on first use."""
+    path = Path(os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def snapshots_dir() -> Path:
+    return home() / "snapshots"
+
+
+def quarantine_dir() -> Path:
+    return home() / "quarantine"
+
+
+def warehouse_dir() -> Path:
+    return home() / "warehouse"
+
+
+def versions_dir() -> Path:
+    return warehouse_dir() / "versions"
+
+
+def current_pointer() -> Path:
+    return warehouse_dir() / "CURRENT"
+
+
+def quality_dir() -> Path:
+    return home() / "quality"
+
+
+def locks_dir() -> Path:
+    path = home() / "locks"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cluster_partition(cluster_id: str) -> str:
+    """Directory name of a cluster's snapshot partition (Hive style, %-escaped)."""
+    return "cluster=" + quote(cluster_id, safe="")
+
+
+def cluster_from_partition(name: str) -> str:
+    return unquote(name.split("=", 1)[1])
+
+
+def snapshot_file_name(captured_at_compact: str) -> str:
+    return f"{captured_at_compact}.parquet"
+
+
+def arrow_store_schema():
+    """Arrow schema of a stored snapshot file (imports pyarrow lazily)."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema(
+        [
+            pa.field(CLUSTER_ID, pa.string(), nullable=False),
+            pa.field(CLUSTER_ALIAS, pa.string(), nullable=False),
+            pa.field(CAPTURED_AT, ts, nullable=False),
+            pa.field(COMPLETE, pa.bool_(), nullable=False),
+            pa.field(SOURCE, pa.string(), nullable=False),
+            pa.field(AUTHORITATIVE, pa.bool_(), nullable=False),
+            pa.field(CONTENT_HASH, pa.string(), nullable=False),
+            pa.field(TOPIC_COUNT, pa.int32(), nullable=False),
+            pa.field(ERROR_TOPIC_COUNT, pa.int32(), nullable=False),
+            pa.field(TOPIC_NAME, pa.string()),
+            pa.field(TOPIC_ID, pa.string()),
+            pa.field(PARTITION_COUNT, pa.int32()),
+            pa.field(REPLICATION_FACTOR, pa.int32()),
+            pa.field(IS_INTERNAL, pa.bool_()),
+            pa.field(ERROR, pa.string()),
+        ]
+    )
