@@ -1,0 +1,43 @@
+"""Shared fixtures: an isolated TOPIC_LINEAGE_HOME, one SparkSession, a real Kafka-protocol broker."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture
+def tl_home(tmp_path, monkeypatch):
+    """A fresh, empty TOPIC_LINEAGE_HOME for one test."""
+    home = tmp_path / "tl-home"
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run (2 cores, few shuffle partitions)."""
+    from topic_lineage.spark import get_spark
+
+    session = get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker_session():
+    """A real tansu broker (Kafka protocol, in-memory storage) on a free loopback port."""
+    from topic_lineage.local_broker import LocalBroker
+
+    with LocalBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def broker(broker_session):
+    """The session broker, with every topic deleted before the test."""
+    broker_session.delete_all_topics()
+    return broker_session

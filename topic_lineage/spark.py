@@ -1,0 +1,37 @@
+"""The one place that creates SparkSessions, sized for topic-lineage's data.
+
+Import this only inside tasks and commands: it imports pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_MASTER = "local[*]"
+
+
+def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None):
+    """A SparkSession with UTC time, no UI, and partition-type inference off.
+
+    ``master`` defaults to ``$TOPIC_LINEAGE_SPARK_MASTER`` or ``local[*]``. Partition-type
+    inference is off so that a cluster ID such as ``123`` stays a string in directory names.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("TOPIC_LINEAGE_SPARK_MASTER", DEFAULT_MASTER))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.sql.shuffle.partitions", os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
