@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+# Airflow reads its home when first imported: give the test session its own, empty one (never
+# ~/airflow), with the repository's dags/ as the DAG folder and no example DAGs.
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="tl-test-airflow-")
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, True)
+os.environ["AIRFLOW_HOME"] = _AIRFLOW_HOME
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(Path(__file__).resolve().parent.parent / "dags")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 
 @pytest.fixture

@@ -17,10 +17,12 @@ from topic_lineage.errors import TopicLineageError
 # One line per command module; each module registers its own sub-commands.
 COMMAND_MODULES = (
     "topic_lineage.commands.store_cmds",
+    "topic_lineage.commands.logdir_cmds",
     "topic_lineage.commands.capture_cmds",
     "topic_lineage.commands.build_cmds",
     "topic_lineage.commands.quality_cmds",
     "topic_lineage.commands.demo_cmds",
+    "topic_lineage.commands.airflow_cmds",
 )
 
 

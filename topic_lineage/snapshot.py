@@ -86,6 +86,16 @@ class Snapshot:
     def error_topic_count(self) -> int:
         return sum(1 for t in self.topics if t.error is not None)
 
+    def topic_ids(self) -> dict[str, str]:
+        """``{name: canonical ID}`` like Kafka's ``Cluster.topicIds()``; names without an ID
+        (or whose describe failed) are left out."""
+        return {t.name: t.topic_id for t in self.topics if t.topic_id is not None}
+
+    def topic_id(self, name: str) -> str:
+        """The topic's canonical ID, or ZERO_UUID for unknown names and names without an ID,
+        like Kafka's ``Cluster.topicId(name)``."""
+        return self.topic_ids().get(name, tid.ZERO_UUID)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "cluster_id": self.cluster_id,

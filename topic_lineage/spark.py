@@ -19,10 +19,14 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    chosen = master or os.environ.get("TOPIC_LINEAGE_SPARK_MASTER")
+    # Under spark-submit (PYSPARK_GATEWAY_PORT is set) its --master, e.g. from Airflow's
+    # spark_default connection, applies unless a master was asked for explicitly.
+    if chosen or not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        builder = builder.master(chosen or DEFAULT_MASTER)
     builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("TOPIC_LINEAGE_SPARK_MASTER", DEFAULT_MASTER))
-        .config("spark.sql.session.timeZone", "UTC")
+        builder.config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config("spark.sql.shuffle.partitions", os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"))

@@ -18,8 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "line is rejected with an error naming file, line and field, and nothing is stored.",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--format", default="jsonl", help="input format (default: jsonl)")
-    p.add_argument("--cluster-id", help="cluster ID for formats that do not carry one")
+    p.add_argument("--format", default="jsonl", help="input format (default: jsonl): jsonl, "
+                   "kraft-log, kraft-dump, kafka-topics (see docs/importers.md)")
+    p.add_argument("--cluster-id", help="cluster ID for formats that do not carry one (for "
+                   "kraft-log/kraft-dump also the path of the cluster's meta.properties)")
     p.add_argument("--cluster-alias", help="cluster alias for formats that do not carry one")
     p.set_defaults(func=cmd_import)
 

@@ -1,0 +1,88 @@
+"""
+### topic_incarnations
+
+Builds the `topic_incarnations` slowly changing dimension (and `snapshot_runs`,
+`topic_snapshots`) from every stored snapshot, checks it with the Great Expectations gate, and
+publishes it: write, audit, publish, as three visible tasks.
+
+* **Runs** on every snapshot-store asset event, on `[topic_lineage] build_schedule`
+  (default daily), and by hand. No catch-up; one active run at a time.
+* **plan** names the version this run builds.
+* **build** runs `spark_jobs/build.py` with `spark-submit` through the `spark_default`
+  connection (master `local[*]` unless the connection says otherwise) and only writes. Builds
+  run one at a time (pool `topic_lineage_build`, one slot).
+* **validate** runs the quality gate; a failure leaves the previous version published.
+* **publish** runs in the pool `topic_lineage_publish` (one slot), so scheduled runs, manual
+  runs and backfills never publish at the same time. A version is not published over one built
+  from strictly more snapshots.
+* **Backfills** (UI: *Trigger* → *Backfill*, or `airflow backfill create --dag-id
+  topic_incarnations ...`), in either direction and with any `max_active_runs`, leave the same
+  published tables as one normal run: the tables are a pure function of the stored snapshots (R5).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import Asset, AssetOrTimeSchedule, CronDataIntervalTimetable, dag, task
+
+from topic_lineage import airflow_tasks as at
+from topic_lineage import tables
+from topic_lineage.airflow_operators import BuildVersionOperator
+
+SNAPSHOTS = Asset(uri=at.snapshots_asset_uri(), name="topic_lineage_snapshots")
+TABLES = [Asset(uri=at.table_asset_uri(name), name=f"topic_lineage_{name}") for name in tables.TABLES]
+
+
+@dag(
+    dag_id=at.INCARNATIONS_DAG_ID,
+    schedule=AssetOrTimeSchedule(
+        timetable=CronDataIntervalTimetable(at.build_cron(), timezone="UTC"), assets=[SNAPSHOTS]
+    ),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=2),
+    default_args={
+        "owner": at.OWNER,
+        "retries": 2,
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=10),
+        "execution_timeout": timedelta(hours=1),
+    },
+    tags=[*at.TAGS, "spark", "scd2"],
+    doc_md=__doc__,
+)
+def topic_incarnations():
+    @task(execution_timeout=timedelta(minutes=5))
+    def plan(**context) -> str:
+        """Name the version this run builds."""
+        return at.plan_version(context["run_id"], context["dag_run"].run_type)
+
+    version = plan()
+
+    build = BuildVersionOperator(
+        task_id="build",
+        version=version,
+        pool=at.BUILD_POOL,
+        inlets=[SNAPSHOTS],
+        doc_md="Writes a new, unpublished version of the tables with PySpark (spark-submit).",
+    )
+
+    @task(retries=0)
+    def validate(version_id: str) -> dict:
+        """Great Expectations gate on the written version (R7)."""
+        return at.validate_version(version_id)
+
+    @task(pool=at.PUBLISH_POOL, outlets=TABLES, execution_timeout=timedelta(minutes=10))
+    def publish(version_id: str) -> dict:
+        """Atomically make the validated version the published one."""
+        return at.publish_version(version_id)
+
+    checked = validate(version)
+    build >> checked
+    checked >> publish(version)
+
+
+topic_incarnations()

@@ -1,0 +1,304 @@
+"""The build's I/O edge: read the snapshot store, run the transforms, write a new version.
+
+Runs as a function (:func:`build_version`) or as a Spark application::
+
+    spark-submit spark_jobs/build.py --version-id V [--full-refresh] [--hold-ratio R] [--hold-min N]
+
+Incremental by default, against the published version (the *base*):
+
+- snapshot files not in the base are the new input; the base's ``_state`` (each identity's and
+  name's last observation) seeds the derivation, so the work is proportional to the live
+  incarnations plus the new snapshots, not to the history;
+- a *late* snapshot (not newer than the newest its cluster had in the base) makes that whole
+  cluster be recomputed from the store; other clusters stay incremental;
+- a snapshot file missing from the store (quarantined), other hold thresholds, or no usable base
+  make it a full refresh. ``topic_snapshots`` files of the base are shared by hard links.
+
+Either way the rows equal those of ``--full-refresh`` (R5); tests assert it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+if __package__ in (None, ""):  # run by spark-submit as a file
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pyspark.sql import functions as F  # noqa: E402
+
+from spark_jobs import incarnations as inc  # noqa: E402
+from topic_lineage import tables as t  # noqa: E402
+from topic_lineage import warehouse as wh  # noqa: E402
+from topic_lineage.errors import TopicLineageError  # noqa: E402
+
+log = logging.getLogger("topic_lineage.build")
+
+HOLD_RATIO_ENV = "TOPIC_LINEAGE_HOLD_RATIO"
+HOLD_MIN_ENV = "TOPIC_LINEAGE_HOLD_MIN"
+
+
+def hold_policy(ratio: float | None = None, min_count: int | None = None) -> inc.HoldPolicy:
+    """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN``."""
+    try:
+        return inc.HoldPolicy(
+            ratio=float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, 0.5)),
+            min_count=int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, 5)),
+        )
+    except ValueError as exc:
+        raise TopicLineageError(f"invalid mass-deletion hold threshold: {exc}") from None
+
+
+@dataclass
+class VersionInfo:
+    version: str
+    mode: str  # "full" or "incremental"
+    base_version: str | None
+    snapshot_count: int
+    new_snapshots: int
+    recomputed_clusters: list[str] = field(default_factory=list)
+    row_counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in self.row_counts.items())
+        return (
+            f"version {self.version}: {self.mode} build over {self.snapshot_count} snapshot(s) "
+            f"({self.new_snapshots} new) in {self.seconds:.1f}s; {counts}"
+        )
+
+
+# --- the store as files ------------------------------------------------------------------------
+def _stored_files() -> dict[str, int]:
+    """Relative path -> size of every stored snapshot file."""
+    from topic_lineage import store
+
+    root = t.snapshots_dir()
+    return {str(p.relative_to(root)): p.stat().st_size for p in store.snapshot_files()}
+
+
+def _file_key(relative: str) -> tuple[str, str]:
+    """(cluster_id, compact captured_at) of a store path (layout of topic_lineage.store)."""
+    parts = Path(relative).parts
+    return t.cluster_from_partition(parts[0]), Path(parts[-1]).stem
+
+
+def _read_store(spark, relatives: list[str]):
+    root = t.snapshots_dir()
+    if not relatives:
+        return spark.createDataFrame([], t.SNAPSHOT_STORE_DDL)
+    return (
+        spark.read.schema(t.SNAPSHOT_STORE_DDL)
+        .option("recursiveFileLookup", "true")  # cluster=/date= are not columns
+        .parquet(*[str(root / r) for r in relatives])
+    )
+
+
+def _read_table(spark, version: str, table: str, ddl: str):
+    return spark.read.schema(ddl).parquet(str(wh.version_path(version, table)))
+
+
+def _write(df, path: Path, files: int | None = None) -> None:
+    if files is not None:
+        df = df.coalesce(files)
+    df.write.mode("errorifexists").option("compression", "zstd").parquet(str(path))
+
+
+def _link_files(source: Path, target: Path) -> int:
+    """Share a base table's immutable files with a new version (hard links, copy as fallback)."""
+    target.mkdir(parents=True, exist_ok=True)
+    linked = 0
+    for path in sorted(source.glob("*.parquet")):
+        try:
+            os.link(path, target / path.name)
+        except OSError:
+            import shutil
+
+            shutil.copy2(path, target / path.name)
+        linked += 1
+    return linked
+
+
+def _usable_base(base: str | None, policy: inc.HoldPolicy) -> tuple[dict | None, str]:
+    if base is None:
+        return None, "nothing published yet"
+    try:
+        manifest = wh.read_manifest(base)
+    except wh.WarehouseError as exc:
+        return None, str(exc)
+    if manifest.get("hold_policy") != {"ratio": policy.ratio, "min_count": policy.min_count}:
+        return None, "hold thresholds differ from the base version's"
+    if not all(wh.version_path(base, x).is_dir() for x in (*t.TABLES, wh.STATE_TABLE)):
+        return None, "base version lacks a table"
+    return manifest, ""
+
+
+# --- the build ---------------------------------------------------------------------------------
+def build_version(
+    spark,
+    version_id: str | None = None,
+    full_refresh: bool = False,
+    *,
+    policy: inc.HoldPolicy | None = None,
+    base_version: str | None = None,
+) -> VersionInfo:
+    """Build a new, unpublished version of the tables; return what was built.
+
+    ``base_version`` defaults to the published version. Holds the build lock throughout.
+    """
+    with wh.build_lock():
+        return _build(spark, version_id or wh.new_version_id(), full_refresh, policy or hold_policy(),
+                      base_version or wh.current_version())
+
+
+def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base: str | None) -> VersionInfo:
+    started = time.monotonic()
+    out = wh.version_dir(version)
+    if out.exists():
+        raise wh.WarehouseError(f"version {version!r} already exists at {out}; pick another id")
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+    files = _stored_files()
+    manifest, why_full = (None, "--full-refresh") if full_refresh else _usable_base(base, policy)
+    if manifest is not None:
+        included = manifest.get("snapshot_files", {})
+        removed = [r for r, size in included.items() if files.get(r) != size]
+        if removed:
+            manifest, why_full = None, f"{len(removed)} snapshot file(s) left the store"
+    new_files = sorted(set(files) - set(manifest["snapshot_files"])) if manifest else sorted(files)
+
+    out.mkdir(parents=True)
+    now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    wh.write_manifest(version, {
+        "version": version, "status": wh.BUILDING, "created_at": now,
+        "base_version": manifest and base, "history": [{"status": wh.BUILDING, "at": now}],
+    })
+
+    if manifest is None:
+        log.info("full build of %s: %s", version, why_full)
+        recomputed = sorted({_file_key(r)[0] for r in files})
+        store_rows = _read_store(spark, sorted(files))
+        derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy)
+        runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
+        _write(inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
+        mode = "full"
+    else:
+        newest = manifest.get("cluster_newest", {})
+        late = {c for c, stamp in map(_file_key, new_files) if c in newest and stamp <= newest[c]}
+        touched = {_file_key(r)[0] for r in new_files}
+        incremental = touched - late
+        recomputed = sorted(late)
+        log.info("incremental build of %s on %s: %d new file(s), late clusters: %s",
+                 version, base, len(new_files), recomputed or "none")
+        read_files = [r for r in new_files if _file_key(r)[0] in incremental] + [
+            r for r in sorted(files) if _file_key(r)[0] in late
+        ]
+        store_rows = _read_store(spark, read_files)
+        base_runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL)
+        base_state = _read_table(spark, base, wh.STATE_TABLE, inc.STATE_DDL)
+        base_inc = _read_table(spark, base, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL)
+        cluster = F.col(t.CLUSTER_ID)
+        in_incremental = cluster.isin(sorted(incremental)) if incremental else F.lit(False)
+        in_late = cluster.isin(sorted(late)) if late else F.lit(False)
+        # Runs: the base's runs of incremental clusters keep their hold decision; new runs and
+        # every run of a recomputed cluster get one now.
+        new_runs = inc.snapshot_runs_input(store_rows)
+        old_runs = base_runs.filter(in_incremental).withColumn(t.AUTHORITATIVE, F.lit(None).cast("boolean"))
+        all_runs = old_runs.select(*t.ddl_columns(inc.RUNS_IN_DDL)).unionByName(new_runs)
+        derived = inc.derive(store_rows, all_runs, base_state.filter(in_incremental), policy)
+        runs = base_runs.filter(~(in_incremental | in_late)).unionByName(derived.snapshot_runs)
+        incarnations = inc.merge_incarnations(base_inc.filter(~in_late), derived.topic_incarnations)
+        state = base_state.filter(~(in_incremental | in_late)).unionByName(derived.state)
+        _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
+        new_obs = inc.topic_snapshots(_read_store(spark, new_files))
+        if new_files:
+            _write(new_obs, out / ".new_topic_snapshots", files=1 if len(new_files) < 50 else None)
+            for part in (out / ".new_topic_snapshots").glob("*.parquet"):
+                os.replace(part, out / t.TOPIC_SNAPSHOTS / part.name)
+            import shutil
+
+            shutil.rmtree(out / ".new_topic_snapshots")
+        mode = "incremental"
+
+    try:
+        _write(runs, out / t.SNAPSHOT_RUNS, files=1)
+        _write(incarnations, out / t.TOPIC_INCARNATIONS, files=_files_for(incarnations, mode))
+        _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
+    finally:
+        derived.unpersist()
+
+    counts = {
+        table: spark.read.parquet(str(out / table)).count() for table in t.TABLES
+    }
+    newest = {
+        row[t.CLUSTER_ID]: row["newest"]
+        for row in spark.read.parquet(str(out / t.SNAPSHOT_RUNS))
+        .groupBy(t.CLUSTER_ID)
+        .agg(F.max(t.CAPTURED_AT).alias("newest"))
+        .collect()
+    }
+    from topic_lineage.snapshot import compact_timestamp
+
+    info = VersionInfo(
+        version=version, mode=mode, base_version=manifest and base, snapshot_count=len(files),
+        new_snapshots=len(new_files), recomputed_clusters=recomputed, row_counts=counts,
+        seconds=round(time.monotonic() - started, 3),
+    )
+    wh.set_status(
+        version, wh.BUILT,
+        mode=mode, snapshot_files=files, snapshot_count=len(files), new_snapshots=len(new_files),
+        recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
+        hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
+        cluster_newest={c: compact_timestamp(_as_utc(ts)) for c, ts in newest.items()},
+    )
+    log.info("%s", info)
+    return info
+
+
+def _as_utc(value: datetime) -> datetime:
+    # collect() returns naive datetimes in the driver's local zone.
+    return value.astimezone(timezone.utc) if value.tzinfo else value.astimezone().astimezone(timezone.utc)
+
+
+def _files_for(df, mode: str) -> int | None:
+    return 1 if mode == "incremental" else None
+
+
+# --- spark-submit entry point ----------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spark_jobs/build.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--version-id", help="name of the version to write (default: time-based)")
+    parser.add_argument("--full-refresh", action="store_true", help="recompute everything")
+    parser.add_argument("--base-version", help="incremental base (default: the published version)")
+    parser.add_argument("--hold-ratio", type=float, help=f"R3 ratio (default ${HOLD_RATIO_ENV} or 0.5)")
+    parser.add_argument("--hold-min", type=int, help=f"R3 minimum (default ${HOLD_MIN_ENV} or 5)")
+    parser.add_argument("--publish", action="store_true", help="publish after building (no validation)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from topic_lineage.spark import get_spark
+
+    spark = get_spark("topic-lineage-build")
+    try:
+        info = build_version(
+            spark, args.version_id, args.full_refresh,
+            policy=hold_policy(args.hold_ratio, args.hold_min), base_version=args.base_version,
+        )
+        print(info)
+        if args.publish:
+            wh.publish(info.version)
+    except TopicLineageError as exc:
+        print(f"build: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The decisions the Airflow tasks make, tested without Airflow running.
+
+* which clusters to snapshot (one documented Variable, strict parsing);
+* whether a snapshot run may record *now*'s metadata for its interval (backfill / late runs
+  must not), decided from the run type and the data interval, never the run_id;
+* whether a validated version may replace the published one (never one built from strictly
+  fewer snapshots), which keeps backfills order-independent (R5).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from topic_lineage import airflow_tasks as at
+
+UTC = timezone.utc
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+QUARTER = timedelta(minutes=15)
+
+
+# --- clusters --------------------------------------------------------------------------------
+def test_default_cluster_list_is_kafka_default():
+    assert at.parse_clusters(None) == [at.ClusterSpec("default", "kafka_default")]
+    assert at.parse_clusters("  ") == [at.ClusterSpec("default", "kafka_default")]
+
+
+def test_cluster_list_from_json_text_and_list():
+    raw = [{"alias": "prod-eu", "conn_id": "kafka_eu"}, {"alias": "prod-us", "conn_id": "kafka_us"}]
+    expected = [at.ClusterSpec("prod-eu", "kafka_eu"), at.ClusterSpec("prod-us", "kafka_us")]
+    assert at.parse_clusters(json.dumps(raw)) == expected
+    assert at.parse_clusters(raw) == expected
+    assert at.parse_clusters([{"alias": "x"}]) == [at.ClusterSpec("x", "kafka_default")]
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        ("{not json", "not JSON"),
+        ("[]", "non-empty"),
+        ('{"alias": "a"}', "non-empty JSON list"),
+        ('[{"alias": "a", "conn": "x"}]', "keys alias and conn_id"),
+        ('[{"conn_id": "x"}]', "no valid alias"),
+        ('[{"alias": "a b", "conn_id": "x"}]', "no valid alias"),
+        ('[{"alias": "a", "conn_id": ""}]', "empty conn_id"),
+        ('[{"alias": "a", "conn_id": "x"}, {"alias": "a", "conn_id": "y"}]', "more than once"),
+    ],
+    ids=["bad-json", "empty", "object", "unknown-key", "no-alias", "bad-alias", "empty-conn",
+         "duplicate"],
+)
+def test_bad_cluster_list_is_refused_naming_the_variable(raw, words):
+    with pytest.raises(at.OrchestrationError) as info:
+        at.parse_clusters(raw)
+    assert at.CLUSTERS_VARIABLE in str(info.value)
+    assert words in str(info.value)
+
+
+def test_kafka_asset_uri_names_first_bootstrap_server_and_alias():
+    uri = at.kafka_asset_uri({"bootstrap.servers": "SASL_SSL://b1:9093,b2:9093"}, "prod-eu")
+    assert uri == "kafka://b1:9093/prod-eu"
+
+
+# --- late / backfill -------------------------------------------------------------------------
+def decide(run_type="scheduled", start=T0 - QUARTER, end=T0, now=T0 + timedelta(seconds=5),
+           archive=False):
+    return at.decide_capture(
+        run_type=run_type, interval_start=start, interval_end=end, now=now,
+        late_after=QUARTER, archive_configured=archive,
+    )
+
+
+def test_on_time_scheduled_run_captures():
+    assert decide().action == "capture"
+    assert decide(now=T0 + QUARTER).action == "capture"  # exactly at the bound is still on time
+
+
+def test_backfill_run_never_captures_live_even_for_a_recent_interval():
+    """Known from run_type, not the run_id: a backfill of the last interval is still a backfill."""
+    decision = decide(run_type="backfill")
+    assert decision.action == "skip"
+    assert "backfill" in decision.reason and "2026-11-01T11:45:00Z" in decision.reason
+
+
+def test_backfill_run_type_enum_value_is_recognised():
+    from airflow.utils.types import DagRunType
+
+    assert decide(run_type=DagRunType.BACKFILL_JOB).action == "skip"
+    assert decide(run_type=DagRunType.SCHEDULED).action == "capture"
+
+
+def test_late_run_of_an_old_interval_skips_with_the_reason():
+    decision = decide(run_type="scheduled", now=T0 + timedelta(days=3))
+    assert decision.action == "skip"
+    assert "late run" in decision.reason and "72h00m00s" in decision.reason
+
+
+def test_manual_run_of_an_old_logical_date_is_late():
+    assert decide(run_type="manual", now=T0 + timedelta(hours=1)).action == "skip"
+
+
+def test_manual_run_without_interval_captures_now():
+    assert decide(run_type="manual", start=None, end=None).action == "capture"
+
+
+def test_interval_in_the_future_does_not_capture():
+    assert decide(start=T0 + QUARTER, end=T0 + 2 * QUARTER).action == "skip"
+
+
+def test_archive_replaces_skip_when_configured():
+    assert decide(run_type="backfill", archive=True).action == "archive"
+    assert decide(now=T0 + timedelta(days=1), archive=True).action == "archive"
+    assert decide(archive=True).action == "capture"  # on time: the live capture is the truth
+
+
+def test_late_after_defaults_to_one_interval():
+    assert at.late_after(T0 - QUARTER, T0) == QUARTER
+    assert at.late_after(T0 - timedelta(seconds=10), T0) == timedelta(minutes=1)
+
+
+# --- publish ---------------------------------------------------------------------------------
+A, B, C = "cluster=x/date=2026-11-01/a", "cluster=x/date=2026-11-01/b", "cluster=x/date=2026-11-01/c"
+
+
+def test_first_version_is_published():
+    assert at.decide_publish("v1", {A}, None, None).publish
+
+
+def test_version_over_more_snapshots_replaces_the_published_one():
+    assert at.decide_publish("v2", {A, B}, "v1", {A}).publish
+
+
+def test_version_over_fewer_snapshots_never_replaces_a_newer_build():
+    """A slow backfill run finishing last must not roll the published tables back."""
+    decision = at.decide_publish("v1", {A}, "v2", {A, B})
+    assert not decision.publish and "superset" in decision.reason
+
+
+def test_version_over_the_same_snapshots_keeps_the_published_one():
+    decision = at.decide_publish("v3", {A, B}, "v2", {A, B})
+    assert not decision.publish and "identical" in decision.reason
+
+
+def test_incomparable_inputs_publish_the_candidate():
+    """After a quarantine the sets are not nested: the newer build (the candidate) wins."""
+    assert at.decide_publish("v3", {A, C}, "v2", {A, B}).publish
+
+
+def test_plan_version_names_sort_by_time_and_say_the_run_type(tl_home):
+    first = at.plan_version("manual__2026-11-01T00:00:00+00:00", "manual")
+    second = at.plan_version("backfill__2026-11-01T00:00:00+00:00", "backfill")
+    assert second > first
+    assert first.endswith("-manual") and second.endswith("-backfill")
+
+
+def test_retried_build_removes_only_an_unfinished_version(tl_home):
+    """A killed attempt's directory is rebuilt; a finished version is never built twice."""
+    from topic_lineage import warehouse as wh
+
+    assert at.prepare_build("v1") is True  # nothing there yet
+    wh.version_dir("v1").mkdir(parents=True)
+    wh.write_manifest("v1", {"version": "v1", "status": wh.BUILDING})
+    (wh.version_dir("v1") / "partial").write_text("x")
+    assert at.prepare_build("v1") is True
+    assert not wh.version_dir("v1").exists()
+
+    wh.version_dir("v2").mkdir(parents=True)
+    wh.write_manifest("v2", {"version": "v2", "status": wh.BUILT, "snapshot_files": {A: 1}})
+    assert at.prepare_build("v2") is False
+    assert wh.version_dir("v2").exists()
+    assert at.version_inputs("v2") == {A}
+    assert at.version_inputs(None) is None and at.version_inputs("missing") is None

@@ -1,0 +1,135 @@
+"""The real `topic-lineage` console script, run as a user would (subprocess, exit codes, stderr)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from topic_lineage.local_broker import free_port
+
+SCRIPT = Path(sys.executable).with_name("topic-lineage")
+GOOD = {
+    "cluster_id": "c1", "cluster_alias": "prod", "captured_at": "2026-11-01T00:00:00Z",
+    "complete": True,
+    "topics": [{"name": "orders", "topic_id": "b8tRS7h4TJ2Vt43Dp85v2A", "partition_count": 3,
+                "replication_factor": 3, "is_internal": False, "error": None}],
+}
+
+
+def run(tl_home, *args, timeout=120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(tl_home)}
+    return subprocess.run(
+        [str(SCRIPT), *args], check=False, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def stored_files(tl_home) -> list[Path]:
+    return sorted((tl_home / "snapshots").rglob("*.parquet")) if (tl_home / "snapshots").exists() else []
+
+
+def assert_one_error_line(result, *fragments):
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_console_script_is_installed():
+    assert SCRIPT.is_file() and os.access(SCRIPT, os.X_OK)
+
+
+def test_bad_file_is_one_error_line_and_stores_nothing(tl_home, tmp_path):
+    path = tmp_path / "snaps.jsonl"
+    naive = {**GOOD, "captured_at": "2026-11-02T00:00:00"}
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(naive) + "\n")
+    result = run(tl_home, "import", str(path))
+    assert_one_error_line(result, f"{path}:2", "captured_at", "time zone")
+    assert stored_files(tl_home) == []
+
+
+def test_good_file_imports_and_lists(tl_home, tmp_path):
+    path = tmp_path / "snaps.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n")
+    result = run(tl_home, "import", str(path))
+    assert result.returncode == 0 and "1 snapshot(s) stored" in result.stdout
+    again = run(tl_home, "import", str(path))
+    assert again.returncode == 0 and "0 snapshot(s) stored, 1 already present" in again.stdout
+    listing = run(tl_home, "snapshots", "--format", "json")
+    [row] = json.loads(listing.stdout)
+    assert row["cluster_id"] == "c1" and row["source"] == "import:jsonl"
+
+
+@pytest.mark.broker
+def test_down_broker_is_one_clear_line_and_stores_nothing(tl_home):
+    port = free_port()
+    started = time.monotonic()
+    result = run(tl_home, "snapshot", "--cluster", "prod", "--bootstrap-servers",
+                 f"127.0.0.1:{port}", "--timeout", "10")
+    assert time.monotonic() - started < 10 + 10  # interpreter start-up included
+    assert_one_error_line(result, "cannot capture cluster 'prod'", f"127.0.0.1:{port}",
+                          "nothing was stored")
+    assert "%3|" not in result.stderr  # no raw librdkafka log lines
+    assert stored_files(tl_home) == []
+
+
+@pytest.mark.broker
+def test_snapshot_then_listing(broker, tl_home):
+    broker.create_topics(["orders", ("payments", 2)])
+    result = run(tl_home, "snapshot", "--cluster", "local", "--bootstrap-servers",
+                 broker.bootstrap_servers)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    line = result.stdout.strip()
+    assert line.startswith("cluster tansu_cluster (local) at ")
+    assert "2 topic(s), 0 with errors, complete; stored " in line
+    [path] = stored_files(tl_home)
+    assert line.endswith(str(path))
+
+    listing = run(tl_home, "snapshots", "--format", "json")
+    [row] = json.loads(listing.stdout)
+    assert (row["cluster_alias"], row["topic_count"], row["complete"], row["source"]) == (
+        "local", 2, True, "live")
+
+
+@pytest.mark.broker
+def test_snapshot_reads_a_config_file_and_hides_its_secrets(broker, tl_home, tmp_path):
+    secret = "s3cr3t-Value-42"
+    props = tmp_path / "client.properties"
+    props.write_text(
+        f"# client settings\nbootstrap.servers={broker.bootstrap_servers}\n"
+        f"sasl.password={secret}\nsecurity.protocol=plaintext-typo\n"
+    )
+    result = run(tl_home, "-v", "snapshot", "--cluster", "local", "--config", str(props))
+    assert_one_error_line_any = result.returncode == 2 and "Traceback" not in result.stderr
+    assert assert_one_error_line_any, result
+    assert "security.protocol" in result.stderr.splitlines()[-1]
+    assert secret not in result.stderr + result.stdout
+    assert stored_files(tl_home) == []
+
+    props.write_text(f"bootstrap.servers={broker.bootstrap_servers}\nsasl.password={secret}\n")
+    result = run(tl_home, "-v", "snapshot", "--cluster", "local", "--config", str(props))
+    assert result.returncode == 0, result.stderr
+    assert "[redacted]" in result.stderr  # the -v log shows the config, redacted
+    assert secret not in result.stderr + result.stdout
+    assert not [p for p in stored_files(tl_home) if secret.encode() in p.read_bytes()]
+
+
+def test_missing_config_file_is_one_line(tl_home, tmp_path):
+    result = run(tl_home, "snapshot", "--cluster", "x", "--config", str(tmp_path / "nope.json"))
+    assert_one_error_line(result, "nope.json", "no such file")
+
+
+@pytest.mark.broker
+def test_demo_shows_two_ids_for_orders(tl_home):
+    result = run(tl_home, "demo", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "orders has two different canonical IDs" in result.stdout
+    assert len(stored_files(tl_home)) >= 2

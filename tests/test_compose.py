@@ -1,0 +1,267 @@
+"""docker-compose.yml, checked without a Docker engine.
+
+The file is validated against the Compose Specification's JSON schema (vendored in
+tests/data, source noted there), then against what the stack needs and what the code reads:
+pinned images, existing services and volumes, health checks, one JWT secret, one
+TOPIC_LINEAGE_HOME volume everywhere, the connections and Variable the DAGs look up, and only
+Airflow options that exist.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import jsonschema
+import pytest
+import yaml
+
+from topic_lineage import airflow_tasks, tables
+from topic_lineage.topic_id import is_canonical
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "docker" / "Dockerfile"
+SCHEMA = Path(__file__).parent / "data" / "compose-spec.json"
+
+AIRFLOW_SERVICES = (
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+)
+SPARK_SERVICES = ("spark-master", "spark-worker")
+TL_HOME = "/var/lib/topic-lineage"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())  # resolves the x-... anchors and << merges
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+def environment(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {key: str(value) for key, value in env.items()}
+
+
+def interpolate(value: str) -> str:
+    """Compose's ``${VAR:-default}`` with no .env file: the default."""
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", value).replace("$$", "$")
+
+
+def airflow_options() -> dict[str, set[str]]:
+    """Every ``[section] option`` Airflow 3.3 documents (its config template, read as YAML)."""
+    spec = importlib.util.find_spec("airflow")
+    template = Path(next(iter(spec.submodule_search_locations))) / "config_templates" / "config.yml"
+    sections = yaml.safe_load(template.read_text())
+    return {name.lower(): {opt.lower() for opt in body["options"]} for name, body in sections.items()}
+
+
+# --- the specification --------------------------------------------------------------------
+def test_matches_the_compose_specification(compose):
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(compose), key=str)
+    assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
+
+
+def test_the_schema_rejects_a_broken_file(compose):
+    """The vendored schema is strict enough to catch a typo'd key (so the test above can fail)."""
+    schema = json.loads(SCHEMA.read_text())
+    broken = json.loads(json.dumps(compose))
+    broken["services"]["kafka"]["helthcheck"] = broken["services"]["kafka"].pop("healthcheck")
+    assert list(jsonschema.Draft7Validator(schema).iter_errors(broken))
+
+
+def test_variables_all_have_defaults():
+    """`docker compose up` works without a .env file: every ${VAR} has a :- default."""
+    text = COMPOSE_FILE.read_text()
+    references = re.findall(r"(?<!\$)\$\{([^}]*)\}", text)
+    assert references, "expected ${...} defaults for the secrets"
+    for reference in references:
+        assert re.fullmatch(r"[A-Z0-9_]+:-[^}]+", reference), reference
+    assert not re.search(r"(?<!\$)\$[A-Za-z_]", text), "bare $VAR: write $$VAR for the container"
+
+
+# --- images, references, health ---------------------------------------------------------------
+def test_every_image_is_pinned(services):
+    for name, service in services.items():
+        image = service.get("image")
+        assert image, f"{name} has no image"
+        repository, _, tag = image.rpartition(":")
+        assert repository and "/" not in tag, f"{name}: image {image!r} has no tag"
+        assert tag != "latest", f"{name}: image {image!r} uses :latest"
+        if "build" not in service:  # pulled from a registry: a real version, not a moving name
+            assert re.match(r"^\d+(\.\d+)+", tag), f"{name}: {image!r} is not pinned to a version"
+
+
+def test_the_stack_has_its_parts(services):
+    assert set(AIRFLOW_SERVICES) | set(SPARK_SERVICES) | {"kafka", "postgres"} <= set(services)
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    assert services["postgres"]["image"].startswith("postgres:")
+    commands = {name: services[name].get("command") for name in AIRFLOW_SERVICES[1:]}
+    assert commands == {
+        "airflow-apiserver": "api-server",
+        "airflow-scheduler": "scheduler",
+        "airflow-dag-processor": "dag-processor",
+        "airflow-triggerer": "triggerer",
+    }
+
+
+def test_kafka_runs_in_kraft_mode(services):
+    env = environment(services["kafka"])
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert not any("ZOOKEEPER" in key for key in env)
+    node, _, voter = env["KAFKA_CONTROLLER_QUORUM_VOTERS"].partition("@")
+    assert node == env["KAFKA_NODE_ID"]
+    assert voter.split(":")[0] == services["kafka"].get("hostname", "kafka")
+    assert is_canonical(env["CLUSTER_ID"]), "KRaft needs a Uuid-form cluster ID"
+
+
+def test_every_reference_exists(compose, services):
+    declared_volumes = set(compose.get("volumes") or {})
+    used_volumes = set()
+    for name, service in services.items():
+        depends = service.get("depends_on") or {}
+        for other in depends:
+            assert other in services, f"{name} depends on unknown service {other}"
+            assert other != name
+        for volume in service.get("volumes") or []:
+            source = volume.split(":", 1)[0] if isinstance(volume, str) else volume["source"]
+            if not source.startswith((".", "/")):
+                assert source in declared_volumes, f"{name} mounts undeclared volume {source}"
+                used_volumes.add(source)
+        for network in service.get("networks") or []:
+            assert network in (compose.get("networks") or {}), f"{name}: unknown network {network}"
+        build = service.get("build")
+        if build:
+            assert (REPO / build["context"] / build["dockerfile"]).is_file()
+    assert declared_volumes == used_volumes, "declared volumes nobody mounts"
+
+
+def test_dependencies_wait_for_health(services):
+    """A service waited on `service_healthy` has a health check; init must finish first."""
+    for name, service in services.items():
+        for other, rule in (service.get("depends_on") or {}).items():
+            if rule.get("condition") == "service_healthy":
+                assert "healthcheck" in services[other], f"{name} waits on {other}'s health"
+    for name in AIRFLOW_SERVICES[1:]:
+        depends = services[name]["depends_on"]
+        assert depends["airflow-init"]["condition"] == "service_completed_successfully"
+        assert depends["postgres"]["condition"] == "service_healthy"
+
+
+def test_every_long_running_service_has_a_health_check(services):
+    for name, service in services.items():
+        if name == "airflow-init":
+            assert service.get("restart") == "no"
+            continue
+        check = service.get("healthcheck")
+        assert check and check.get("test"), f"{name} has no health check"
+
+
+def test_host_ports_are_unique(services):
+    ports = [str(p).split(":")[0] for s in services.values() for p in s.get("ports") or []]
+    assert len(ports) == len(set(ports))
+
+
+# --- what the code reads ----------------------------------------------------------------------
+def test_airflow_components_share_one_configuration(services):
+    envs = {name: environment(services[name]) for name in AIRFLOW_SERVICES}
+    secrets = {env["AIRFLOW__API_AUTH__JWT_SECRET"] for env in envs.values()}
+    assert len(secrets) == 1 and interpolate(secrets.pop())
+    for key in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CORE__EXECUTION_API_SERVER_URL",
+                "AIRFLOW_CONN_KAFKA_DEFAULT", "AIRFLOW__CORE__AUTH_MANAGER"):
+        assert len({env[key] for env in envs.values()}) == 1, key
+    database = urlparse(interpolate(envs["airflow-scheduler"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]))
+    assert database.scheme.startswith("postgresql") and database.hostname == "postgres"
+    execution = urlparse(envs["airflow-scheduler"]["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
+    assert execution.hostname == "airflow-apiserver" and execution.path == "/execution/"
+    assert "8080:8080" in services["airflow-apiserver"]["ports"]
+
+
+def test_airflow_options_exist():
+    """Every AIRFLOW__SECTION__KEY is an option Airflow (or topic-lineage's section) knows."""
+    options = airflow_options()
+    options[airflow_tasks.CONFIG_SECTION] = set(airflow_tasks.CONFIG_DEFAULTS)
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    keys = {key for s in compose["services"].values() for key in environment(s)}
+    airflow_keys = sorted(k for k in keys if k.startswith("AIRFLOW__"))
+    assert airflow_keys
+    for key in airflow_keys:
+        section, option = key[len("AIRFLOW__"):].lower().split("__", 1)
+        assert option in options.get(section, set()), f"{key}: no option [{section}] {option}"
+
+
+def test_topic_lineage_home_is_one_shared_volume(services):
+    volumes = set()
+    for name in AIRFLOW_SERVICES + ("spark-worker",):
+        env = environment(services[name])
+        assert env[tables.HOME_ENV] == TL_HOME, name
+        mounts = [v for v in services[name]["volumes"] if v.endswith(":" + TL_HOME)]
+        assert len(mounts) == 1, f"{name} does not mount TOPIC_LINEAGE_HOME"
+        volumes.add(mounts[0].split(":")[0])
+    assert len(volumes) == 1
+
+
+def test_topic_lineage_variables_are_read_by_the_code(services):
+    """Each TOPIC_LINEAGE_* variable set here is one the package actually reads."""
+    sources = "\n".join(p.read_text() for p in (REPO / "topic_lineage").rglob("*.py"))
+    names = {k for s in services.values() for k in environment(s) if k.startswith("TOPIC_LINEAGE_")}
+    assert tables.HOME_ENV in names
+    for name in names:
+        assert f'"{name}"' in sources, f"{name} is set but no code reads it"
+
+
+def test_connections_and_variable_match_the_dags(services):
+    env = environment(services["airflow-scheduler"])
+    kafka_key = "AIRFLOW_CONN_" + airflow_tasks.DEFAULT_KAFKA_CONN_ID.upper()
+    spark_key = "AIRFLOW_CONN_" + airflow_tasks.SPARK_CONN_ID.upper()
+    kafka = json.loads(env[kafka_key])
+    assert kafka["conn_type"] == "kafka"
+    host, port = kafka["extra"]["bootstrap.servers"].split(":")
+    advertised = environment(services["kafka"])["KAFKA_ADVERTISED_LISTENERS"]
+    assert f"PLAINTEXT://{host}:{port}" in advertised.split(",")
+    spark = json.loads(env[spark_key])
+    assert spark["conn_type"] == "spark"
+    master_url = f"{spark['host']}:{spark['port']}"
+    assert env["TOPIC_LINEAGE_SPARK_MASTER"] == master_url
+    master_command = services["spark-master"]["command"]
+    assert master_command[master_command.index("--port") + 1] == str(spark["port"])
+    assert master_url in services["spark-worker"]["command"]
+    clusters = json.loads(env["AIRFLOW_VAR_" + airflow_tasks.CLUSTERS_VARIABLE.upper()])
+    for cluster in clusters:
+        assert "AIRFLOW_CONN_" + cluster["conn_id"].upper() in env, cluster
+    init_script = " ".join(services["airflow-init"]["command"])
+    assert f"airflow pools set {airflow_tasks.PUBLISH_POOL} 1" in init_script
+    assert "airflow db migrate" in init_script
+    for option in (k for k in env if k.startswith("AIRFLOW__TOPIC_LINEAGE__")):
+        assert option.split("__")[-1].lower() in airflow_tasks.CONFIG_DEFAULTS
+
+
+def test_dockerfile_builds_what_compose_expects(services):
+    text = DOCKERFILE.read_text()
+    pyproject = (REPO / "pyproject.toml").read_text()
+    airflow_pin = re.search(r'"apache-airflow==([0-9.]+)"', pyproject).group(1)
+    base = re.search(r"ARG AIRFLOW_IMAGE=(\S+)", text).group(1)
+    assert base == f"apache/airflow:{airflow_pin}-python3.11"
+    assert f'"apache-airflow=={airflow_pin}"' in text
+    for source in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", text, flags=re.MULTILINE):
+        for path in source.split():
+            assert (REPO / path).exists(), f"Dockerfile copies missing {path}"
+    env = environment(services["airflow-scheduler"])
+    assert f"plugins {env['AIRFLOW__CORE__PLUGINS_FOLDER']}" in text
+    assert f"dags {env['AIRFLOW__CORE__DAGS_FOLDER']}" in text
+    assert f"expectations {env['TOPIC_LINEAGE_GX_CONTEXT']}" in text
+    assert (REPO / "plugins" / "topic_lineage_plugin.py").is_file()

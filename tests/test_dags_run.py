@@ -1,0 +1,247 @@
+"""Both DAGs run with ``dag.test()`` (a real Airflow metadata DB, in-process tasks) against the
+real local Kafka-protocol broker and a real local Spark.
+
+Guards: one mapped capture per cluster, labelled by alias; a down cluster fails only its own
+task; the snapshot asset event carries cluster, topic count and completeness; a run of an old
+interval records nothing; build -> validate -> publish publishes the tables, and builds run
+as a backfill (in reverse order, over snapshots ingested in other batches) publish the same
+tables as one normal run (R5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.airflow, pytest.mark.broker]
+
+DAGS_DIR = Path(__file__).resolve().parent.parent / "dags"
+
+
+@pytest.fixture(scope="module")
+def airflow_db():
+    """The test session's Airflow metadata DB (SQLite), migrated once."""
+    airflow = Path(sys.executable).parent / "airflow"
+    out = subprocess.run(
+        [str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300,
+        env=os.environ.copy(),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    from airflow import settings
+
+    settings.configure_orm()
+    return os.environ["AIRFLOW_HOME"]
+
+
+@pytest.fixture
+def airflow_env(monkeypatch, tl_home, airflow_db):
+    """Connections, Variables and config through AIRFLOW_* environment variables."""
+
+    def set_clusters(clusters: dict[str, str]):
+        """``{alias: bootstrap servers}``: one Kafka connection and one Variable entry each."""
+        entries = []
+        for alias, servers in clusters.items():
+            conn_id = f"kafka_{alias.replace('-', '_')}"
+            monkeypatch.setenv(
+                f"AIRFLOW_CONN_{conn_id.upper()}",
+                json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": servers}}),
+            )
+            entries.append({"alias": alias, "conn_id": conn_id})
+        monkeypatch.setenv("AIRFLOW_VAR_TOPIC_LINEAGE_CLUSTERS", json.dumps(entries))
+
+    monkeypatch.setenv("AIRFLOW__TOPIC_LINEAGE__CAPTURE_TIMEOUT_SECONDS", "8")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"})
+    )
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "2")
+    return set_clusters
+
+
+def load_dag(dag_id: str):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS_DIR))
+    assert bag.import_errors == {}
+    return bag.dags[dag_id]
+
+
+def task_instances(dag_run):
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = (
+            session.query(TaskInstance)
+            .filter(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)
+            .all()
+        )
+        return {(ti.task_id, ti.rendered_map_index or ti.map_index): ti.state for ti in tis}
+
+
+def asset_events(uri: str) -> list[dict]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (
+            session.query(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetModel.uri == uri)
+            .all()
+        )
+        return [dict(row.extra) for row in rows]
+
+
+def test_snapshot_dag_captures_each_cluster_and_isolates_a_down_one(broker, airflow_env, tl_home):
+    """Two clusters: the live one is stored with its asset event; the down one fails alone."""
+    from topic_lineage import local_broker, store
+    from topic_lineage import tables as t
+
+    broker.create_topics(["orders", ("payments", 3)])
+    airflow_env({"live": broker.bootstrap_servers, "down": f"127.0.0.1:{local_broker.free_port()}"})
+    dag = load_dag("kafka_topic_snapshot")
+    dag.get_task("capture").partial_kwargs["retries"] = 0  # the down cluster fails at once
+
+    run = dag.test()
+
+    states = task_instances(run)
+    assert states[("clusters", -1)] == "success"
+    assert states[("capture", "live")] == "success"
+    assert states[("capture", "down")] == "failed"
+    assert run.state == "failed"  # loudly: the run shows the down cluster
+
+    runs = store.read_runs()
+    assert [(r[t.CLUSTER_ALIAS], r[t.TOPIC_COUNT], r[t.COMPLETE]) for r in runs] == [
+        ("live", 2, True)
+    ]
+    events = asset_events((tl_home / "snapshots").resolve().as_uri())
+    assert len(events) == 1
+    assert events[0]["cluster"] == "live" and events[0]["topic_count"] == 2
+    assert events[0]["complete"] is True and events[0]["cluster_id"] == broker.cluster_id
+
+
+def test_snapshot_dag_run_of_an_old_interval_records_nothing(broker, airflow_env, tl_home):
+    """A run whose interval ended days ago skips: today's metadata is never dated in the past."""
+    from topic_lineage import store
+
+    broker.create_topics(["orders"])
+    airflow_env({"live": broker.bootstrap_servers})
+    dag = load_dag("kafka_topic_snapshot")
+
+    run = dag.test(logical_date=datetime.now(timezone.utc) - timedelta(days=3))
+
+    assert task_instances(run)[("capture", "live")] == "skipped"
+    assert store.read_runs() == []
+    assert asset_events((tl_home / "snapshots").resolve().as_uri()) == []
+
+
+# --- topic_incarnations: build -> validate -> publish -----------------------------------------
+@pytest.fixture
+def build_env(airflow_env, monkeypatch):
+    monkeypatch.setenv("TOPIC_LINEAGE_SPARK_MASTER", "local[2]")
+    monkeypatch.setenv("TOPIC_LINEAGE_MAX_AGE", "off")  # fixed, old snapshots in some tests
+    return airflow_env
+
+
+def published_incarnations() -> list[tuple]:
+    """The published topic_incarnations rows, sorted (what a reader of the tables sees)."""
+    import pyarrow.dataset as ds
+
+    from topic_lineage import tables as t
+    from topic_lineage import warehouse
+
+    current = warehouse.current_version()
+    assert current is not None, "nothing published"
+    table = ds.dataset(str(warehouse.version_path(current, t.TOPIC_INCARNATIONS)), format="parquet")
+    columns = t.ddl_columns(t.TOPIC_INCARNATIONS_DDL)
+    return sorted(tuple(row[c] for c in columns) for row in table.to_table().to_pylist())
+
+
+def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_env, tl_home):
+    """Capture, delete + re-create, capture again through the snapshot DAG; the incarnations DAG
+    builds, validates and publishes two incarnations of the re-created name (R1)."""
+    from topic_lineage import warehouse
+
+    broker.create_topics(["orders", "payments"])
+    build_env({"live": broker.bootstrap_servers})
+    snapshot_dag = load_dag("kafka_topic_snapshot")
+    assert snapshot_dag.test().state == "success"
+    broker.delete_topics(["orders"])
+    broker.create_topics([("orders", 2)])
+    assert snapshot_dag.test().state == "success"
+
+    run = load_dag("topic_incarnations").test()
+
+    states = task_instances(run)
+    assert [states[(task, -1)] for task in ("plan", "build", "validate", "publish")] == [
+        "success"
+    ] * 4
+    assert run.state == "success"
+    rows = [dict(zip(("key", "cluster", "alias", "id", "uuid", "name"), r[:6])) for r in
+            published_incarnations()]
+    orders = [r for r in published_incarnations() if r[5] == "orders"]
+    assert len(orders) == 2 and len({r[3] for r in orders}) == 2  # two IDs, two incarnations
+    assert sorted(r[13] for r in orders) == [False, True]  # is_current: old closed, new open
+    assert len([r for r in rows if r["name"] == "payments"]) == 1
+    assert warehouse.read_manifest(warehouse.current_version())["status"] == "published"
+
+
+def _history():
+    """A small history of one cluster: create, change, delete, re-create (four snapshots)."""
+    import uuid
+
+    from topic_lineage import topic_id as tid
+    from topic_lineage.snapshot import Snapshot, TopicObservation
+
+    def obs(name, n, partitions=1):
+        return TopicObservation(name, tid.canonical(uuid.UUID(int=n + 1000)), partitions, 1, False)
+
+    day = datetime(2026, 10, 1, tzinfo=timezone.utc)
+    return [
+        Snapshot("cluster-r5", "r5", day, True, (obs("a", 1), obs("b", 2))),
+        Snapshot("cluster-r5", "r5", day + timedelta(days=1), True, (obs("a", 1, 3), obs("b", 2))),
+        Snapshot("cluster-r5", "r5", day + timedelta(days=2), True, (obs("b", 2),)),
+        Snapshot("cluster-r5", "r5", day + timedelta(days=3), True, (obs("a", 3), obs("b", 2))),
+    ]
+
+
+def test_backfill_in_reverse_order_publishes_the_same_tables_as_one_run(
+    build_env, tl_home, tmp_path, monkeypatch
+):
+    """R5 through the DAG: runs over snapshots arriving in other batches and order (newest
+    interval first, then an older one with late snapshots) publish exactly the rows of one
+    normal run over all snapshots; a further run over the same snapshots publishes nothing new."""
+    from topic_lineage import store, warehouse
+
+    history = _history()
+    build_env({"r5": "127.0.0.1:1"})
+    dag = load_dag("topic_incarnations")
+    store.save_all(history, "import:jsonl")
+    assert dag.test(logical_date=datetime(2026, 10, 5, tzinfo=timezone.utc)).state == "success"
+    one_run = published_incarnations()
+    assert len(one_run) == 4  # a v1, a v2 (attributes changed), b, re-created a
+
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / "backfill-home"))
+    store.save_all([history[3], history[1]], "import:jsonl")
+    newest = dag.test(logical_date=datetime(2026, 10, 5, tzinfo=timezone.utc))
+    assert newest.state == "success"
+    store.save_all([history[2], history[0]], "import:jsonl")  # late: older than the newest
+    older = dag.test(logical_date=datetime(2026, 10, 2, tzinfo=timezone.utc))
+    assert older.state == "success"
+    assert task_instances(older)[("publish", -1)] == "success"
+    assert published_incarnations() == one_run
+
+    published = warehouse.current_version()
+    again = dag.test(logical_date=datetime(2026, 10, 3, tzinfo=timezone.utc))
+    assert task_instances(again)[("publish", -1)] == "skipped"  # same snapshots: nothing new
+    assert warehouse.current_version() == published
+    assert published_incarnations() == one_run

@@ -1,0 +1,98 @@
+"""An archive location (files in any supported format) feeds backfills of past intervals."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import kafka_builders as kb
+import pytest
+from test_import_kafka_topics import MODERN, PRE_ID
+from test_import_kraft_log import CLUSTER, T0, at, history
+
+from topic_lineage import store
+from topic_lineage.importers.archive import (
+    ArchiveError,
+    classify,
+    ingest_between,
+    snapshots_between,
+)
+from topic_lineage.importers.kraft_log import MetadataLogError
+from topic_lineage.snapshot import Snapshot, TopicObservation, write_jsonl
+
+OTHER = "other-cluster"
+DAY = timedelta(days=1)
+NOV_1 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def archive(tmp_path):
+    root = tmp_path / "archive"
+    kraft = root / "prod" / "kraft" / "__cluster_metadata-0"
+    kraft.mkdir(parents=True)
+    (root / "prod" / "kraft" / "meta.properties").write_text(f"cluster.id={CLUSTER}\n")
+    (kraft / kb.segment_name(0)).write_bytes(kb.encode_log(history()))
+    (kraft / "00000000000000000000.index").write_bytes(bytes(8))
+    describes = root / "other" / "describe"
+    describes.mkdir(parents=True)
+    for day, text in ((1, PRE_ID), (2, MODERN), (3, MODERN)):
+        (describes / f"topics-2026-11-0{day}T00-00-00Z.txt").write_text(
+            f"# cluster_id: {OTHER}\n" + text)
+    write_jsonl([Snapshot(OTHER, OTHER, NOV_1 + timedelta(hours=12), True,
+                          (TopicObservation("orders", None, 3, 2, False),))],
+                root / "other" / "extra.jsonl")
+    (root / "README.md").write_text("archived topic history\n")
+    return root
+
+
+def test_files_are_classified_by_name_and_first_line(archive):
+    kinds = {p.name: classify(p) for p in archive.rglob("*") if p.is_file()}
+    assert kinds["00000000000000000000.log"] == "kraft-log"
+    assert kinds["topics-2026-11-02T00-00-00Z.txt"] == "kafka-topics"
+    assert kinds["extra.jsonl"] == "jsonl"
+    assert kinds["README.md"] is None and kinds["meta.properties"] is None
+    assert kinds["00000000000000000000.index"] is None
+    dump = archive / "dump.log"
+    dump.write_text(kb.dump_text(history(), file_name=kb.segment_name(0)))
+    assert classify(dump) == "kraft-dump"
+
+
+def test_snapshots_between_returns_the_interval_only(archive):
+    start = at(T0 + 2000)
+    got = snapshots_between(archive, start, NOV_1 + 2 * DAY)
+    assert [(s.cluster_id, s.captured_at) for s in got] == [
+        (CLUSTER, at(T0 + 2000)), (CLUSTER, at(T0 + 4000)), (CLUSTER, at(T0 + 5000)),
+        (CLUSTER, at(T0 + 6000)),
+        (OTHER, NOV_1 + timedelta(hours=12)), (OTHER, NOV_1 + DAY),
+    ]  # T0 is NOV_1: the capture of Nov 1 00:00 is before the start
+    assert all(s.authoritative for s in got if s.cluster_id == CLUSTER)
+
+
+def test_ingest_between_stores_with_each_format_as_source(tl_home, archive):
+    result = ingest_between(archive, NOV_1 + DAY, NOV_1 + 3 * DAY)
+    assert (result.stored, result.unchanged) == (2, 0)
+    runs = store.read_runs()
+    assert [(r["cluster_id"], r["captured_at"], r["source"]) for r in runs] == [
+        (OTHER, NOV_1 + DAY, "import:kafka-topics"),
+        (OTHER, NOV_1 + 2 * DAY, "import:kafka-topics"),
+    ]
+    again = ingest_between(archive, NOV_1, NOV_1 + 3 * DAY)
+    assert (again.stored, again.unchanged) == (7, 2)
+    assert {r["source"] for r in store.read_runs()} == {
+        "import:kraft-log", "import:kafka-topics", "import:jsonl"}
+
+
+def test_a_damaged_archive_file_fails_the_backfill_and_stores_nothing(tl_home, archive):
+    segment = next(archive.rglob("*.log"))
+    segment.write_bytes(segment.read_bytes()[:-3])
+    with pytest.raises(MetadataLogError, match="truncated"):
+        ingest_between(archive, NOV_1, NOV_1 + 3 * DAY)
+    assert store.read_runs() == []
+
+
+def test_bad_intervals_and_locations(tmp_path):
+    with pytest.raises(ArchiveError, match="not a directory"):
+        snapshots_between(tmp_path / "missing", NOV_1, NOV_1 + DAY)
+    with pytest.raises(ArchiveError, match="no time zone"):
+        snapshots_between(tmp_path, datetime(2026, 11, 1), NOV_1 + DAY)
+    with pytest.raises(ArchiveError, match="empty interval"):
+        snapshots_between(tmp_path, NOV_1, NOV_1)

@@ -1,0 +1,245 @@
+"""Each expectation of the quality gate, with a passing and a failing case side by side.
+
+Every case is a small table in the contract schema, validated by the real GX checkpoint of its
+table (Spark, the stored suites in ``expectations/``). A failing case asserts the exact set of
+expectations that fail, so a check that is too broad (or too narrow) is caught too.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from quality_rows import (
+    CLUSTER,
+    ID_A,
+    ID_B,
+    NOW,
+    at,
+    frame,
+    incarnation,
+    snapshot_run,
+    topic_snapshot,
+)
+
+from topic_lineage import tables as t
+from topic_lineage.quality import suites as s
+from topic_lineage.quality.gate import GateConfig, validate_frames
+from topic_lineage.topic_id import ONE_UUID, ZERO_UUID
+
+pytestmark = pytest.mark.spark
+
+OTHER_CLUSTER = "T3RoZXJDbHVzdGVyMDAwMQ"
+STANDARD_BASE64_ID = "b8tRS7h4TJ2Vt43Dp85v2+"  # librdkafka's alphabet: must be normalised first
+DEFAULT = GateConfig(max_age=timedelta(hours=24), max_error_share=0.5)
+
+
+def failed(spark, table: str, rows: list[dict], config: GateConfig = DEFAULT) -> set[str]:
+    """Names of the expectations of ``table``'s suite that fail on ``rows``."""
+    result = validate_frames(
+        spark, {table: frame(spark, table, rows)}, version="test", config=config, now=NOW
+    )
+    assert result.evaluated == len(s.expectation_names(table))
+    return set(result.failed_names)
+
+
+def closed(**overrides) -> dict:
+    """A version that ended (not current)."""
+    return incarnation(is_current=False, **overrides)
+
+
+# --- topic_incarnations ---------------------------------------------------------------------------
+INCARNATION_CASES = {
+    # name: (passing rows, failing rows)
+    s.LIVE_IDS_UNIQUE: (
+        [  # same ID in two clusters; two ID-less topics (R4) in one cluster
+            incarnation(),
+            incarnation(cluster_id=OTHER_CLUSTER, incarnation_key="other/a"),
+            incarnation(topic_id=None, topic_name="legacy-1", incarnation_key="n1"),
+            incarnation(topic_id=None, topic_name="legacy-2", incarnation_key="n2"),
+        ],
+        [  # one live ID under two names (two incarnation keys)
+            incarnation(incarnation_key="k1", topic_name="orders"),
+            incarnation(incarnation_key="k2", topic_name="payments"),
+        ],
+    ),
+    s.LIVE_NAMES_UNIQUE: (
+        [  # re-created topic: the old incarnation is deleted, the new one is live
+            closed(topic_id=ID_A, valid_to=at(24), deleted_at=at(24), last_seen_at=at(25)),
+            incarnation(topic_id=ID_B, valid_from=at(24), first_seen_at=at(24)),
+        ],
+        [  # two live incarnations with the same name
+            incarnation(topic_id=ID_A),
+            incarnation(topic_id=ID_B),
+        ],
+    ),
+    s.DELETED_IDS_NEVER_COME_BACK: (
+        [closed(valid_to=at(10), deleted_at=at(10))],
+        [  # the deleted ID was seen again (KAFKA-19383): recorded as `reappeared`
+            closed(valid_to=at(10)),
+            incarnation(version=2, change_type="reappeared", valid_from=at(5)),
+        ],
+    ),
+    s.IDS_CANONICAL: (
+        [incarnation(), incarnation(topic_id=None, topic_name="legacy", incarnation_key="n")],
+        [incarnation(topic_id=STANDARD_BASE64_ID, topic_uuid="not checked here")],
+    ),
+    s.IDS_NOT_RESERVED: (
+        [incarnation()],
+        [
+            incarnation(topic_id=ZERO_UUID, incarnation_key="z"),
+            incarnation(topic_id=ONE_UUID, topic_name="__cluster_metadata", incarnation_key="o"),
+        ],
+    ),
+    s.CLOSED_VERSIONS_END_AFTER_START: (
+        [closed(valid_from=at(48), valid_to=at(24)), incarnation(version=2, valid_from=at(24))],
+        [closed(valid_from=at(24), valid_to=at(24)), incarnation(version=2, valid_from=at(24))],
+    ),
+    s.ONE_CURRENT_ROW: (
+        [
+            closed(valid_to=at(24)),
+            incarnation(version=2, valid_from=at(24)),
+            closed(topic_id=ID_B, topic_name="gone", valid_to=at(5), deleted_at=at(5)),
+        ],
+        [
+            closed(valid_to=at(24)),  # live (no deleted_at) but no current version
+            closed(version=2, valid_from=at(24), valid_to=at(12)),
+            # deleted, yet still marked current
+            incarnation(topic_id=ID_B, topic_name="gone", deleted_at=at(5)),
+        ],
+    ),
+    s.VERSIONS_DO_NOT_OVERLAP: (
+        [closed(valid_to=at(24)), incarnation(version=2, valid_from=at(24))],
+        [closed(valid_to=at(12)), incarnation(version=2, valid_from=at(24))],
+    ),
+    s.CHANGE_TYPES_KNOWN: (
+        [closed(valid_to=at(24)),
+         incarnation(version=2, valid_from=at(24), change_type="renamed", topic_name="orders-v2")],
+        [incarnation(change_type="deleted")],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(INCARNATION_CASES), ids=lambda n: n.replace(" ", "-"))
+def test_incarnation_expectation_passes_and_fails(spark, tl_home, name):
+    """Each gate-list invariant on topic_incarnations: healthy rows pass, a violation fails
+    exactly that expectation."""
+    passing, failing = INCARNATION_CASES[name]
+    assert failed(spark, t.TOPIC_INCARNATIONS, passing) == set()
+    assert failed(spark, t.TOPIC_INCARNATIONS, failing) == {name}
+
+
+def test_valid_from_at_or_after_deletion_is_a_comeback(spark, tl_home):
+    """A version opening at/after its incarnation's deleted_at fails 'deleted topic IDs never
+    come back' even when it is not labelled `reappeared`."""
+    ok = [closed(valid_to=at(10), deleted_at=at(10))]
+    back = [
+        closed(valid_to=at(10), deleted_at=at(10)),
+        closed(version=2, change_type="attributes_changed", valid_from=at(10), valid_to=at(9),
+               deleted_at=at(10)),
+    ]
+    assert failed(spark, t.TOPIC_INCARNATIONS, ok) == set()
+    assert s.DELETED_IDS_NEVER_COME_BACK in failed(spark, t.TOPIC_INCARNATIONS, back)
+
+
+# --- snapshot_runs --------------------------------------------------------------------------------
+RUN_CASES = {
+    s.SNAPSHOTS_UNIQUE: (
+        [snapshot_run(captured_at=at(2)), snapshot_run(captured_at=at(1))],
+        [snapshot_run(captured_at=at(1)), snapshot_run(captured_at=at(1), topic_count=11)],
+    ),
+    s.NO_SNAPSHOT_FROM_THE_FUTURE: (
+        [snapshot_run(captured_at=NOW)],
+        [snapshot_run(captured_at=at(2)), snapshot_run(captured_at=NOW + timedelta(minutes=5))],
+    ),
+    s.NEWEST_SNAPSHOT_FRESH: (
+        [snapshot_run(captured_at=at(23))],
+        [  # only an incomplete snapshot is recent; the newest complete one is 30 h old
+            snapshot_run(captured_at=at(30)),
+            snapshot_run(captured_at=at(1), complete=False),
+        ],
+    ),
+    s.ERROR_SHARE_BELOW_LIMIT: (
+        [snapshot_run(topic_count=10, error_topic_count=5)],
+        [snapshot_run(topic_count=10, error_topic_count=6)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RUN_CASES), ids=lambda n: n.replace(" ", "-"))
+def test_snapshot_run_expectation_passes_and_fails(spark, tl_home, name):
+    """Each invariant on snapshot_runs: healthy runs pass, a violation fails exactly it."""
+    passing, failing = RUN_CASES[name]
+    assert failed(spark, t.SNAPSHOT_RUNS, passing) == set()
+    assert failed(spark, t.SNAPSHOT_RUNS, failing) == {name}
+
+
+def test_freshness_is_judged_per_cluster(spark, tl_home):
+    """One stale cluster fails freshness even when another cluster is fresh, and the offending
+    row names the stale cluster."""
+    rows = [snapshot_run(captured_at=at(1)),
+            snapshot_run(cluster_id=OTHER_CLUSTER, cluster_alias="old", captured_at=at(40))]
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, rows)},
+                             version="test", config=DEFAULT, now=NOW)
+    (failure,) = result.failures
+    assert failure.name == s.NEWEST_SNAPSHOT_FRESH
+    assert [row[t.CLUSTER_ID] for row in failure.rows] == [OTHER_CLUSTER]
+
+
+def test_freshness_age_is_configurable_and_can_be_disabled(spark, tl_home):
+    """The same 30-hour-old history fails at 24 h, passes at 36 h, and passes with the check off
+    (replaying archived history)."""
+    rows = [snapshot_run(captured_at=at(30))]
+    assert failed(spark, t.SNAPSHOT_RUNS, rows) == {s.NEWEST_SNAPSHOT_FRESH}
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_age=timedelta(hours=36))) == set()
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_age=None)) == set()
+
+
+def test_error_share_is_configurable(spark, tl_home):
+    """6 failed describes of 10 topics fail at the default share 0.5 and pass at 0.6."""
+    rows = [snapshot_run(topic_count=10, error_topic_count=6)]
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_error_share=0.6)) == set()
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_error_share=0.5)) == {
+        s.ERROR_SHARE_BELOW_LIMIT
+    }
+
+
+# --- topic_snapshots ------------------------------------------------------------------------------
+SNAPSHOT_CASES = {
+    s.SNAPSHOT_IDS_CANONICAL: (
+        [topic_snapshot(), topic_snapshot(topic_name="legacy", topic_id=None)],
+        [topic_snapshot(topic_id=STANDARD_BASE64_ID)],
+    ),
+    s.SNAPSHOT_IDS_NOT_RESERVED: (
+        [topic_snapshot()],
+        [topic_snapshot(topic_id=ZERO_UUID)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SNAPSHOT_CASES), ids=lambda n: n.replace(" ", "-"))
+def test_topic_snapshot_expectation_passes_and_fails(spark, tl_home, name):
+    """Observed IDs are canonical and never reserved."""
+    passing, failing = SNAPSHOT_CASES[name]
+    assert failed(spark, t.TOPIC_SNAPSHOTS, passing) == set()
+    assert failed(spark, t.TOPIC_SNAPSHOTS, failing) == {name}
+
+
+def test_every_expectation_has_a_case():
+    """No expectation of any suite is left without a passing and a failing case here."""
+    covered = set(INCARNATION_CASES) | set(RUN_CASES) | set(SNAPSHOT_CASES)
+    every = {name for table in t.TABLES for name in s.expectation_names(table)}
+    assert covered == every
+
+
+def test_failure_report_names_rows_by_cluster_name_and_id(spark, tl_home):
+    """A failed gate prints the expectation, then offending rows with cluster, name and ID."""
+    rows = [closed(valid_to=at(10)), incarnation(version=2, change_type="reappeared", valid_from=at(5))]
+    result = validate_frames(spark, {t.TOPIC_INCARNATIONS: frame(spark, t.TOPIC_INCARNATIONS, rows)},
+                             version="v-bad", config=DEFAULT, now=NOW)
+    text = result.report()
+    assert not result.success
+    assert "quality gate FAILED for version v-bad" in text
+    assert "deleted topic IDs never come back" in text
+    assert f"cluster_id={CLUSTER}, topic_name=orders, topic_id={ID_A}, version=2" in text
+    assert f"Data Docs: {tl_home / 'quality' / 'index.html'}" in text

@@ -1,0 +1,522 @@
+"""The topic lineage page's JSON API, through FastAPI's test client, over published Parquet.
+
+Authentication here is a small real bearer check standing in for Airflow's (the app requires
+*some* dependency); ``test_plugin_*`` at the end runs the Airflow plugin with Airflow's own JWT
+check in a separate process, and tests/test_ui_browser.py runs it inside a real api-server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from datetime import UTC
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from fastapi import HTTPException, Request
+from fastapi.testclient import TestClient
+from published_tables import at, incarnation, publish, snapshot_run
+
+from topic_lineage import tables
+from topic_lineage.topic_id import canonical, rfc4122
+
+REPO = Path(__file__).resolve().parents[1]
+TOKEN = "test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+PROD_EU = "MkU3OEVBNTcwNTJENDM2Qg"
+PROD_US = "cHJvZC11cy1jbHVzdGVyMQ"
+
+# The first `orders` ID has '-' and '_' in Kafka's form, so standard base64 differs from it.
+ORDERS_OLD_UUID = "fbff7e3c-8a4e-4d2b-9f3e-7f2bfc0d5e6a"
+ORDERS_OLD = canonical(ORDERS_OLD_UUID)  # -_9-PIpOTSufPn8r_A1eag
+ORDERS_NEW = "b8tRS7h4TJ2Vt43Dp85v2A"
+ORDERS_US = "Pn-aEFssTY6h8MLT5PWmtw"
+PAYMENTS = canonical("11111111-2222-4333-8444-555555555555")
+GHOST = canonical("99999999-8888-4777-8666-555555555555")
+LEGACY = canonical("12345678-1234-4234-8234-123456789abc")
+EVIL_NAME = "x'; DROP TABLE topic_incarnations; --"
+EVIL = canonical("aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
+
+
+def id_forms(canonical_id: str) -> dict[str, str]:
+    """Every accepted text form of one topic ID."""
+    raw = base64.urlsafe_b64decode(canonical_id + "==")
+    standard = base64.b64encode(raw).decode()
+    return {
+        "kafka": canonical_id,
+        "standard_base64": standard.rstrip("="),
+        "standard_base64_padded": standard,
+        "rfc4122": rfc4122(canonical_id),
+        "rfc4122_upper": rfc4122(canonical_id).upper(),
+        "hex_no_dashes": uuid.UUID(bytes=raw).hex,
+    }
+
+
+def scenario() -> tuple[list[dict], list[dict]]:
+    """`orders` deleted and re-created in prod-eu (and live in prod-us), plus edge cases."""
+    rows = []
+    rows += incarnation(
+        "k-orders-1", PROD_EU, cluster_alias="prod-eu", deleted_at=at(5), last_seen_at=at(4),
+        versions=[
+            {"name": "orders", "at": at(1), "topic_id": ORDERS_OLD, "partitions": 3},
+            {"name": "orders", "at": at(3), "topic_id": ORDERS_OLD, "partitions": 6},
+        ],
+    )
+    rows += incarnation(
+        "k-orders-2", PROD_EU, cluster_alias="prod-eu", last_seen_at=at(10),
+        versions=[{"name": "orders", "at": at(6), "topic_id": ORDERS_NEW, "partitions": 12}],
+    )
+    rows += incarnation(
+        "k-payments", PROD_EU, cluster_alias="prod-eu", last_seen_at=at(10),
+        versions=[{"name": "payments", "at": at(1), "topic_id": PAYMENTS}],
+    )
+    rows += incarnation(
+        "k-ghost", PROD_EU, cluster_alias="prod-eu", deleted_at=at(4), last_seen_at=at(8),
+        versions=[
+            {"name": "ghost", "at": at(2), "topic_id": GHOST, "valid_to": at(4)},
+            # Seen again after its deletion (R6): recorded as a live "reappeared" version.
+            {"name": "ghost", "at": at(8), "topic_id": GHOST, "change_type": "reappeared",
+             "valid_to": None, "is_current": True},
+        ],
+    )
+    rows += incarnation(
+        "k-legacy", PROD_EU, cluster_alias="prod-eu", last_seen_at=at(10),
+        versions=[
+            {"name": "legacy", "at": at(1), "topic_id": None},
+            {"name": "legacy", "at": at(2), "topic_id": LEGACY, "change_type": "id_assigned"},
+        ],
+    )
+    rows += incarnation(
+        "k-evil", PROD_EU, cluster_alias="prod-eu", last_seen_at=at(10),
+        versions=[{"name": EVIL_NAME, "at": at(2), "topic_id": EVIL}],
+    )
+    rows += incarnation(
+        "k-orders-us", PROD_US, cluster_alias="prod-us", last_seen_at=at(9),
+        versions=[{"name": "orders", "at": at(2), "topic_id": ORDERS_US}],
+    )
+    runs = [snapshot_run(PROD_EU, at(d), alias="prod-eu", topic_count=4) for d in range(1, 11)]
+    runs += [snapshot_run(PROD_US, at(d), alias="prod-us", topic_count=1) for d in (2, 9)]
+    return rows, runs
+
+
+def bearer_check(request: Request) -> str:
+    """A real (if tiny) authentication dependency: the app must call it on every route."""
+    if request.headers.get("authorization") != f"Bearer {TOKEN}":
+        raise HTTPException(401, "Not authenticated")
+    return "tester"
+
+
+@pytest.fixture
+def client(tl_home):
+    from topic_lineage.ui.app import create_app
+
+    rows, runs = scenario()
+    publish("v0001", rows, runs)
+    with TestClient(create_app(bearer_check, login_url="/auth/login")) as test_client:
+        yield test_client
+
+
+def get(client, path, **params):
+    return client.get(path, params=params, headers=AUTH)
+
+
+# --- search ---------------------------------------------------------------------------------
+def test_search_by_name_finds_the_topic_in_every_cluster(client):
+    """An exact name lists one result per cluster that ever had it, marked as a name match."""
+    body = get(client, "/api/search", q="orders").json()
+    hits = {(r["cluster_alias"], r["topic_name"]): r for r in body["results"]}
+    assert set(hits) == {("prod-eu", "orders"), ("prod-us", "orders")}
+    assert hits[("prod-eu", "orders")]["incarnations"] == 2
+    assert hits[("prod-us", "orders")]["incarnations"] == 1
+    assert {r["matched_by"] for r in body["results"]} == {"name"}
+    assert body["topic_id"] is None
+
+
+def test_search_by_part_of_a_name_and_cluster_filter(client):
+    body = get(client, "/api/search", q="ORD", cluster_id=PROD_US).json()
+    assert [(r["cluster_id"], r["topic_name"], r["matched_by"]) for r in body["results"]] == [
+        (PROD_US, "orders", "partial")
+    ]
+
+
+@pytest.mark.parametrize("form", list(id_forms(ORDERS_OLD)))
+def test_search_by_every_id_form_finds_the_deleted_incarnation(client, form):
+    """Kafka's form, standard base64 (with/without padding) and RFC 4122 all find the same ID."""
+    text = id_forms(ORDERS_OLD)[form]
+    body = get(client, "/api/search", q=text).json()
+    assert body["topic_id"] == ORDERS_OLD
+    assert [(r["cluster_id"], r["topic_name"], r["matched_by"]) for r in body["results"]] == [
+        (PROD_EU, "orders", "id")
+    ]
+
+
+@pytest.mark.parametrize("form", list(id_forms(ORDERS_OLD)))
+def test_ids_endpoint_accepts_every_id_form(client, form):
+    text = id_forms(ORDERS_OLD)[form]
+    response = client.get("/api/ids/" + quote(text, safe=""), headers=AUTH)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["topic_id"] == ORDERS_OLD
+    assert body["topic_uuid"] == ORDERS_OLD_UUID
+    assert [(i["cluster_id"], i["incarnation_key"], i["created_name"]) for i in body["incarnations"]] == [
+        (PROD_EU, "k-orders-1", "orders")
+    ]
+
+
+def test_id_assigned_later_is_found_by_id_and_keeps_its_history(client):
+    """R4: a topic first seen without an ID is one incarnation with an id_assigned version."""
+    body = get(client, "/api/search", q=rfc4122(LEGACY)).json()
+    assert [r["topic_name"] for r in body["results"]] == ["legacy"]
+    timeline = get(client, "/api/timeline", name="legacy").json()
+    (inc,) = timeline["clusters"][0]["incarnations"]
+    assert inc["topic_id"] == LEGACY
+    assert [v["change_type"] for v in inc["versions"]] == ["created", "id_assigned"]
+    assert inc["versions"][0]["topic_id"] is None
+
+
+# --- timeline -------------------------------------------------------------------------------
+def test_timeline_of_a_recreated_topic_shows_both_incarnations(client):
+    body = get(client, "/api/timeline", name="orders", cluster_id=PROD_EU).json()
+    (cluster,) = body["clusters"]
+    assert cluster["cluster_alias"] == "prod-eu"
+    assert cluster["recreations"] == 1
+    old, new = cluster["incarnations"]
+    assert (old["ordinal"], old["topic_id"], old["is_live"], old["is_recreation"]) == (1, ORDERS_OLD, False, False)
+    assert old["topic_uuid"] == ORDERS_OLD_UUID
+    assert old["first_seen_at"] == "2026-11-01T00:00:00Z"
+    assert old["deleted_at"] == "2026-11-05T00:00:00Z"
+    assert [v["change_type"] for v in old["versions"]] == ["created", "attributes_changed"]
+    assert [p["partition_count"] for p in old["partition_history"]] == [3, 6]
+    assert old["partition_history"][1]["at"] == "2026-11-03T00:00:00Z"
+    assert (new["ordinal"], new["topic_id"], new["is_live"], new["is_recreation"]) == (2, ORDERS_NEW, True, True)
+    assert new["deleted_at"] is None
+    assert new["versions"][0]["is_current"] is True
+    # The drawing spans first sighting to the cluster's newest snapshot.
+    assert cluster["span"] == {"start": "2026-11-01T00:00:00Z", "end": "2026-11-10T00:00:00Z"}
+
+
+def test_timeline_without_cluster_covers_every_cluster(client):
+    body = get(client, "/api/timeline", name="orders").json()
+    assert [(c["cluster_alias"], len(c["incarnations"])) for c in body["clusters"]] == [
+        ("prod-eu", 2),
+        ("prod-us", 1),
+    ]
+
+
+def test_reappearance_is_flagged(client):
+    """R6: a reappeared version is shown (as a warning), never hidden."""
+    (cluster,) = get(client, "/api/timeline", name="ghost").json()["clusters"]
+    (inc,) = cluster["incarnations"]
+    assert inc["has_reappeared"] is True
+    assert inc["versions"][-1]["change_type"] == "reappeared"
+
+
+# --- overview -------------------------------------------------------------------------------
+def test_cluster_overview_counts_deletions_and_recreations(client):
+    body = get(client, "/api/overview", cluster_id=PROD_EU, days=30).json()
+    assert body["cluster_alias"] == "prod-eu"
+    assert body["window_end"] == "2026-11-10T00:00:00Z"
+    # orders (new), payments, legacy, the SQL-looking one, and ghost (current again)
+    assert body["live_topics"] == 5
+    assert body["deletions"] == 2  # orders (old) on 11-05, ghost on 11-04
+    assert body["recreations"] == 1
+    assert body["reappeared_incarnations"] == 1
+    assert body["daily"] == [
+        {"day": "2026-11-04", "deletions": 1, "recreations": 0},
+        {"day": "2026-11-05", "deletions": 1, "recreations": 0},
+        {"day": "2026-11-06", "deletions": 0, "recreations": 1},
+    ]
+    assert [(r["topic_name"], r["recreations"], r["is_live"]) for r in body["most_recreated"]] == [
+        ("orders", 1, True)
+    ]
+
+
+def test_overview_window_excludes_older_events(client):
+    body = get(client, "/api/overview", cluster_id=PROD_EU, days=4).json()
+    assert body["window_start"] == "2026-11-06T00:00:00Z"
+    assert (body["deletions"], body["recreations"], body["daily"]) == (0, 0, [])
+    assert body["most_recreated"][0]["topic_name"] == "orders"  # all-time ranking
+
+
+def test_clusters_list(client):
+    body = get(client, "/api/clusters").json()
+    summary = {c["cluster_alias"]: c for c in body["clusters"]}
+    assert summary["prod-eu"]["live_topics"] == 5
+    assert summary["prod-eu"]["deleted_incarnations"] == 2
+    assert summary["prod-eu"]["newest_snapshot"] == "2026-11-10T00:00:00Z"
+    assert summary["prod-us"]["incarnations"] == 1
+
+
+# --- names are data -------------------------------------------------------------------------
+def test_sql_looking_name_is_data(client):
+    body = get(client, "/api/search", q=EVIL_NAME).json()
+    assert [(r["topic_name"], r["matched_by"]) for r in body["results"]] == [(EVIL_NAME, "name")]
+    timeline = get(client, "/api/timeline", name=EVIL_NAME).json()
+    assert timeline["clusters"][0]["incarnations"][0]["topic_id"] == EVIL
+    # The table is still there and complete.
+    status = get(client, "/api/status").json()
+    assert status["row_counts"]["topic_incarnations"] == len(scenario()[0])
+
+
+@pytest.mark.parametrize("query", ["%", "_", "' OR '1'='1", "orders' --"])
+def test_wildcards_and_quotes_match_literally(client, query):
+    """LIKE wildcards and quotes in a query are characters to find, not syntax."""
+    body = get(client, "/api/search", q=query).json()
+    assert all(query in r["topic_name"] for r in body["results"]), body
+    if query == "%":
+        assert body["results"] == []  # no topic name contains a percent sign
+    if query == "_":  # only the one name with an underscore, not every name
+        assert [r["topic_name"] for r in body["results"]] == [EVIL_NAME]
+
+
+# --- errors ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("/api/timeline", {"name": "no-such-topic"}),
+        ("/api/timeline", {"name": "payments", "cluster_id": PROD_US}),
+        ("/api/ids/" + canonical("00000000-0000-4000-8000-000000000001"), {}),
+        ("/api/overview", {"cluster_id": "no-such-cluster"}),
+    ],
+    ids=["unknown-name", "name-in-other-cluster", "unknown-id", "unknown-cluster"],
+)
+def test_not_found(client, path, params):
+    response = get(client, path, **params)
+    assert response.status_code == 404
+    assert response.json()["detail"]
+
+
+@pytest.mark.parametrize("text", ["not-an-id", "AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ"])
+def test_invalid_or_reserved_id_is_a_400_naming_the_input(client, text):
+    response = client.get("/api/ids/" + text, headers=AUTH)
+    assert response.status_code == 400
+    assert text in response.json()["detail"]
+
+
+def test_search_validates_parameters(client):
+    assert get(client, "/api/search").status_code == 422
+    assert get(client, "/api/search", q="   ").status_code == 422
+    assert get(client, "/api/overview", cluster_id=PROD_EU, days=0).status_code == 422
+
+
+# --- authentication -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/static/app.js",
+        "/api/status",
+        "/api/clusters",
+        "/api/search?q=orders",
+        "/api/timeline?name=orders",
+        f"/api/ids/{ORDERS_NEW}",
+        f"/api/overview?cluster_id={PROD_EU}",
+        "/api/gate",
+        "/api/openapi.json",
+        "/data-docs/index.html",
+    ],
+)
+def test_every_route_refuses_unauthenticated_requests(client, path):
+    response = client.get(path)
+    assert response.status_code == 401
+    assert "orders" not in response.text
+    wrong = client.get(path, headers={"Authorization": "Bearer wrong"})
+    assert wrong.status_code == 401
+
+
+def test_unauthenticated_browser_gets_a_sign_in_link(client):
+    response = client.get("/", headers={"Accept": "text/html"})
+    assert response.status_code == 401
+    assert 'href="/auth/login"' in response.text
+
+
+def test_create_app_refuses_to_run_without_authentication():
+    from topic_lineage.ui.app import create_app
+
+    with pytest.raises(ValueError):
+        create_app(None)
+
+
+# --- page, versions, gate -------------------------------------------------------------------
+def test_page_and_assets_are_served(client):
+    page = get(client, "/")
+    assert page.status_code == 200
+    assert '<meta name="tl-base" content="/">' in page.text
+    assert get(client, "/static/app.js").headers["content-type"].startswith("text/javascript")
+    assert get(client, "/static/style.css").status_code == 200
+    assert get(client, "/static/../app.py").status_code == 404
+
+
+def test_reads_only_the_published_version_and_follows_the_pointer(client):
+    """R7 for readers: a new version is invisible until the pointer names it, then it is used."""
+    rows, runs = scenario()
+    extra = incarnation("k-new", PROD_EU, cluster_alias="prod-eu",
+                        versions=[{"name": "brand-new", "at": at(10), "topic_id": canonical(uuid.uuid4())}])
+    publish("v0002", rows + extra, runs, point=False)
+    assert get(client, "/api/search", q="brand-new").json()["results"] == []
+    assert get(client, "/api/status").json()["published_version"] == "v0001"
+    tables.current_pointer().write_text("v0002\n")
+    assert [r["topic_name"] for r in get(client, "/api/search", q="brand-new").json()["results"]] == ["brand-new"]
+    assert get(client, "/api/status").json()["published_version"] == "v0002"
+
+
+def test_hidden_and_underscore_files_are_ignored(client):
+    rows, _ = scenario()
+    junk_dir = tables.versions_dir() / "v0001" / tables.TOPIC_INCARNATIONS / "_temporary"
+    junk_dir.mkdir()
+    (junk_dir / "part-00000.parquet").write_bytes(b"half-written")
+    tables.current_pointer().write_text("v0001")
+    client.app.state.published._loaded = None  # force a reload of the same version
+    assert get(client, "/api/status").json()["row_counts"]["topic_incarnations"] == len(rows)
+
+
+def test_many_part_files_are_one_table(tl_home):
+    from topic_lineage.ui.app import create_app
+
+    rows, runs = scenario()
+    publish("v0001", rows, runs, files=4)
+    with TestClient(create_app(bearer_check)) as test_client:
+        body = get(test_client, "/api/timeline", name="orders", cluster_id=PROD_EU).json()
+    assert len(body["clusters"][0]["incarnations"]) == 2
+
+
+def test_nothing_published_yet(tl_home):
+    from topic_lineage.ui.app import create_app
+
+    with TestClient(create_app(bearer_check)) as test_client:
+        status = get(test_client, "/api/status").json()
+        assert status["published_version"] is None
+        assert status["gate"]["available"] is False
+        assert get(test_client, "/api/clusters").json() == {"clusters": []}
+        assert get(test_client, "/api/timeline", name="orders").status_code == 404
+
+
+def test_pointer_to_a_missing_version_is_a_503_naming_it(tl_home):
+    from topic_lineage.ui.app import create_app
+
+    tables.warehouse_dir().mkdir(parents=True)
+    tables.current_pointer().write_text("v9999")
+    with TestClient(create_app(bearer_check)) as test_client:
+        response = get(test_client, "/api/clusters")
+    assert response.status_code == 503
+    assert "v9999" in response.json()["detail"]
+
+
+def test_gate_result_and_data_docs(client):
+    """The newest run the gate recorded (through its own writer) is shown, with its pages."""
+    from datetime import datetime
+
+    from topic_lineage.quality import context as quality_context
+    from topic_lineage.quality import overview as quality_overview
+    from topic_lineage.quality.gate import Failure, GateResult, Outcome
+
+    docs = quality_context.data_docs_index()
+    detail = docs.parent / "validations" / "incarnations.html"
+    detail.parent.mkdir(parents=True)
+    docs.write_text("<html>Data Docs</html>")
+    detail.write_text("<html>incarnation validation</html>")
+
+    def run(version, success):
+        outcomes = [
+            Outcome("topic_incarnations", "live IDs unique", "", True, 0, []),
+            Outcome("topic_incarnations", "no reappeared version", "", success, 0 if success else 1, []),
+        ]
+        failures = [] if success else [Failure("no reappeared version", "", [], "topic_incarnations", 1)]
+        quality_overview.record(GateResult(
+            version=version, success=success, failures=failures, docs_index=docs, outcomes=outcomes,
+            detail_pages={"topic_incarnations": detail.as_uri()},
+            validated_at=datetime(2026, 11, 10, 0, 5, tzinfo=UTC),
+        ))
+
+    run("v0001", True)
+    run("v0002", False)
+    body = get(client, "/api/gate").json()
+    assert body["available"] is True and body["success"] is False
+    assert body["version"] == "v0002"
+    assert body["expectations"] == 2
+    assert body["failed_expectations"] == ["topic_incarnations: no reappeared version"]
+    assert body["validated_at"] == "2026-11-10T00:05:00Z"
+    assert body["report"] == "index.html"
+    assert body["data_docs"] == "data_docs/index.html"
+    assert body["detail_pages"] == {"topic_incarnations": "data_docs/validations/incarnations.html"}
+    assert "Data Docs" in get(client, "/data-docs/" + body["data_docs"]).text
+    assert "FAILED" in get(client, "/data-docs/" + body["report"]).text
+    escape = get(client, "/data-docs/..%2F..%2F..%2F..%2Fetc%2Fpasswd")
+    assert escape.status_code == 404 and "no Data Docs file" in escape.json()["detail"]
+    assert get(client, "/api/status").json()["gate"]["version"] == "v0002"
+
+
+# --- the Airflow plugin with Airflow's own authentication -----------------------------------
+PLUGIN_CHECK = textwrap.dedent(
+    """
+    import importlib.util, sys
+    from airflow import settings
+    from airflow.models.revoked_token import RevokedToken
+    RevokedToken.__table__.create(settings.engine)  # the one table Airflow's token check reads
+    from airflow.api_fastapi.app import init_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    spec = importlib.util.spec_from_file_location("plugin", sys.argv[1])
+    plugin = importlib.util.module_from_spec(spec); spec.loader.exec_module(plugin)
+    (entry,) = plugin.TopicLineagePlugin.fastapi_apps
+    root = FastAPI()
+    root.mount(entry["url_prefix"], entry["app"])
+    manager = init_auth_manager(root)
+    token = manager.generate_jwt(SimpleAuthManagerUser(username="alice", role="viewer"))
+    client = TestClient(root)
+    out = {
+        "no_token": client.get("/topic-lineage/api/status").status_code,
+        "bad_token": client.get("/topic-lineage/api/status",
+                                headers={"Authorization": "Bearer not.a.jwt"}).status_code,
+        "page_no_token": client.get("/topic-lineage/", headers={"Accept": "text/html"}).text,
+        "bearer": client.get("/topic-lineage/api/status",
+                             headers={"Authorization": "Bearer " + token}).status_code,
+    }
+    client.cookies.set("_token", token)
+    out["cookie"] = client.get("/topic-lineage/api/clusters").status_code
+    out["view"] = plugin.TopicLineagePlugin.external_views[0]
+    import json; print("RESULT" + json.dumps(out))
+    """
+)
+
+
+@pytest.mark.airflow
+def test_plugin_requires_an_airflow_login(tl_home, tmp_path):
+    """Airflow's JWT check guards the plugin: no token 401, bad token 403, valid token 200."""
+    rows, runs = scenario()
+    publish("v0001", rows, runs)
+    airflow_home = tmp_path / "airflow"
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
+        "AIRFLOW__CORE__AUTH_MANAGER":
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "alice:viewer",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "test-secret-for-topic-lineage-ui-0123456789",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "TOPIC_LINEAGE_HOME": str(tl_home),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PLUGIN_CHECK, str(REPO / "plugins" / "topic_lineage_plugin.py")],
+        check=False, env=env, capture_output=True, text=True, timeout=300,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert lines, done.stdout[-3000:] + done.stderr[-3000:]
+    out = json.loads(lines[-1][len("RESULT"):])
+    assert out["no_token"] == 401
+    assert out["bad_token"] == 403
+    assert "/auth/login" in out["page_no_token"]
+    assert out["bearer"] == 200
+    assert out["cookie"] == 200
+    assert out["view"]["name"] == "Topic lineage"
+    assert out["view"]["href"] == "/topic-lineage/"

@@ -1,0 +1,311 @@
+"""The topic lineage page in a real Airflow api-server, driven by headless Chromium.
+
+Starts ``airflow api-server`` (temporary AIRFLOW_HOME, SQLite migrated with ``airflow db
+migrate``, the repo's ``plugins/`` folder, SimpleAuthManager with a real user and password),
+signs in through Airflow's own login form in Debian's Chromium (DevTools protocol over a
+WebSocket), searches a re-created topic and checks both incarnations are drawn. Screenshots go
+to ``test-output/``. Every process is started in its own process group and killed at the end.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from published_tables import publish
+from test_ui_api import ORDERS_NEW, ORDERS_OLD, PROD_EU, id_forms, scenario
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUT = REPO / "test-output"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+AIRFLOW = Path(sys.executable).with_name("airflow")
+USER, PASSWORD = "alice", "correct-horse-battery-staple"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as exc:  # noqa: BLE001 - keep polling, report the last failure
+            last = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def http_status(url: str, headers: dict | None = None) -> int:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@contextlib.contextmanager
+def process_group(args, env, log_path: Path):
+    """A child in its own process group, killed (whole group) on exit."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            yield proc
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+class Browser:
+    """The few DevTools-protocol calls the test needs, on one page."""
+
+    def __init__(self, ws_url: str):
+        from websockets.sync.client import connect
+
+        self._ws = connect(ws_url, max_size=64 * 2**20, open_timeout=20)
+        self._ids = itertools.count(1)
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self._session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable", session=True)
+        self.call("Emulation.setDeviceMetricsOverride", session=True,
+                  width=1400, height=1000, deviceScaleFactor=1, mobile=False)
+
+    def call(self, method: str, session: bool = False, **params):
+        message = {"id": next(self._ids), "method": method, "params": params}
+        if session:
+            message["sessionId"] = self._session
+        self._ws.send(json.dumps(message))
+        while True:
+            reply = json.loads(self._ws.recv(timeout=60))
+            if reply.get("id") == message["id"]:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    def js(self, expression: str):
+        result = self.call("Runtime.evaluate", session=True, expression=expression,
+                           returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def goto(self, url: str) -> None:
+        self.call("Page.navigate", session=True, url=url)
+        time.sleep(0.3)
+        wait_for(lambda: self.js("document.readyState") == "complete", 60, f"load of {url}")
+
+    def type_into(self, selector: str, text: str) -> None:
+        self.js(f"document.querySelector({json.dumps(selector)}).focus()")
+        self.call("Input.insertText", session=True, text=text)
+
+    def screenshot(self, path: Path) -> None:
+        height = self.js("Math.ceil(document.documentElement.scrollHeight)") or 1000
+        shot = self.call("Page.captureScreenshot", session=True, format="png",
+                         captureBeyondViewport=True,
+                         clip={"x": 0, "y": 0, "width": 1400, "height": min(height, 4000), "scale": 1})
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.call("Browser.close")
+        with contextlib.suppress(Exception):
+            self._ws.close()
+
+
+def record_passing_gate(version: str) -> None:
+    """A gate run recorded through the gate's own writer, so the page shows its badge."""
+    from datetime import UTC, datetime
+
+    from topic_lineage.quality import context as quality_context
+    from topic_lineage.quality import overview as quality_overview
+    from topic_lineage.quality.gate import GateResult, Outcome
+
+    docs = quality_context.data_docs_index()
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    docs.write_text("<html><body>Great Expectations Data Docs</body></html>")
+    outcomes = [Outcome("topic_incarnations", "live IDs unique per cluster", "", True, 0, [])]
+    quality_overview.record(GateResult(
+        version=version, success=True, failures=[], docs_index=docs, outcomes=outcomes,
+        validated_at=datetime(2026, 11, 10, 0, 5, tzinfo=UTC),
+    ))
+
+
+@pytest.fixture(scope="module")
+def airflow_server(tmp_path_factory):
+    """A real Airflow api-server with the plugin, a migrated SQLite DB and one real user."""
+    root = tmp_path_factory.mktemp("airflow-ui")
+    airflow_home, tl_home, dags = root / "airflow", root / "tl-home", root / "dags"
+    for directory in (airflow_home, tl_home, dags):
+        directory.mkdir()
+    passwords = airflow_home / "passwords.json"
+    passwords.write_text(json.dumps({USER: PASSWORD}))
+    port = free_port()
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
+        "AIRFLOW__CORE__AUTH_MANAGER":
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API_AUTH__JWT_SECRET": "browser-test-jwt-secret-0123456789abcdef",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__API__EXPOSE_CONFIG": "False",
+        "TOPIC_LINEAGE_HOME": str(tl_home),
+    }
+    os.environ["TOPIC_LINEAGE_HOME"] = str(tl_home)  # publish() and record() below write there
+    try:
+        rows, runs = scenario()
+        publish("v0001", rows, runs)
+        record_passing_gate("v0001")
+    finally:
+        os.environ.pop("TOPIC_LINEAGE_HOME", None)
+    migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], check=False, env=env,
+                             capture_output=True, text=True, timeout=400)
+    assert migrate.returncode == 0, migrate.stdout[-2000:] + migrate.stderr[-2000:]
+    log = root / "api-server.log"
+    args = [str(AIRFLOW), "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with process_group(args, env, log) as proc:
+        base = f"http://127.0.0.1:{port}"
+
+        def up():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            return http_status(base + "/api/v2/monitor/health") == 200
+
+        wait_for(up, 240, "the Airflow api-server", interval=1)
+        yield {"base": base, "log": log}
+
+
+@pytest.fixture
+def browser(tmp_path):
+    port = free_port()
+    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+            f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
+            f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"]
+    with process_group(args, os.environ.copy(), tmp_path / "chromium.log"):
+        def endpoint():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=5) as r:
+                return json.load(r)["webSocketDebuggerUrl"]
+
+        page = Browser(wait_for(endpoint, 60, "Chromium's DevTools endpoint"))
+        try:
+            yield page
+        finally:
+            page.close()
+
+
+def test_unauthenticated_requests_are_refused(airflow_server):
+    base = airflow_server["base"]
+    assert http_status(base + "/topic-lineage/api/status") == 401
+    assert http_status(base + "/topic-lineage/", {"Accept": "text/html"}) == 401
+    assert http_status(base + "/topic-lineage/api/timeline?name=orders",
+                       {"Authorization": "Bearer forged.token.value"}) == 403
+
+
+def login(browser: Browser, base: str) -> None:
+    browser.goto(f"{base}/auth/login?next=/topic-lineage/")
+    wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 60,
+             "Airflow's login form")
+    browser.type_into("input[name=username]", USER)
+    browser.type_into("input[name=password]", PASSWORD)
+    wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
+             "the sign-in button to be enabled")
+    browser.js("document.querySelector('button[type=submit]').click()")
+    wait_for(lambda: "_token" in (browser.js("document.cookie") or "")
+             or browser.js("location.pathname").startswith("/topic-lineage"), 60, "sign-in")
+
+
+def test_recreated_topic_timeline_in_airflow(airflow_server, browser):
+    """Sign in, search `orders`: both prod-eu incarnations (deleted and live) are drawn."""
+    base = airflow_server["base"]
+    OUTPUT.mkdir(exist_ok=True)
+    login(browser, base)
+    browser.goto(f"{base}/topic-lineage/")
+    wait_for(lambda: "Published version v0001" in browser.js("document.getElementById('status').textContent"),
+             60, "the published-version line")
+    browser.type_into("#q", "orders")
+    browser.js("document.getElementById('search-button').click()")
+    block = f'.cluster-block[data-cluster="{PROD_EU}"]'
+    wait_for(lambda: browser.js(f"document.querySelectorAll('{block} .incarnation').length") == 2,
+             30, "two incarnations of orders in prod-eu")
+    text = browser.js(f"document.querySelector('{block}').innerText")
+    assert ORDERS_OLD in text and ORDERS_NEW in text
+    assert "deleted" in text and "live" in text and "re-creation" in text
+    assert browser.js(f"document.querySelectorAll('{block} svg.timeline rect.bar').length") == 2
+    assert browser.js(f"document.querySelectorAll('{block} svg .bar.deleted').length") == 1
+    assert browser.js(f"document.querySelectorAll('{block} svg .bar.live').length") == 1
+    assert browser.js("document.getElementById('gate-badge').textContent") == "quality gate passed"
+    docs_link = browser.js("[...document.querySelectorAll('#gate a')].find(a => a.textContent"
+                           " === 'Data Docs').href")
+    assert docs_link == f"{base}/topic-lineage/data-docs/data_docs/index.html"
+    browser.screenshot(OUTPUT / "ui-orders-timeline.png")
+    assert "Great Expectations Data Docs" in browser.js(
+        f"fetch({json.dumps(docs_link)}).then(r => r.text())")
+
+    # The same topic found by its old ID in standard base64 (librdkafka's form).
+    browser.js("document.getElementById('q').value = ''")
+    browser.type_into("#q", id_forms(ORDERS_OLD)["standard_base64_padded"])
+    browser.js("document.getElementById('search-button').click()")
+    wait_for(lambda: "searched ID " + ORDERS_OLD in browser.js(
+        "document.getElementById('search-message').textContent"), 30, "the ID search")
+    wait_for(lambda: browser.js(f"document.querySelectorAll('{block} .incarnation').length") == 2,
+             30, "the timeline found by ID")
+
+    # A reappeared ID (R6) is drawn in the warning colour, with a warning line.
+    browser.js("document.getElementById('q').value = ''")
+    browser.type_into("#q", "ghost")
+    browser.js("document.getElementById('search-button').click()")
+    wait_for(lambda: browser.js(f"document.querySelectorAll('{block} svg .bar.reappeared').length")
+             == 1, 30, "the reappeared incarnation")
+    assert "reappeared" in browser.js(f"document.querySelector('{block} .warning-text').textContent")
+    colour = browser.js(f"getComputedStyle(document.querySelector('{block} svg .bar.reappeared')).fill")
+    assert colour == "rgb(217, 72, 15)"  # --warn
+    browser.screenshot(OUTPUT / "ui-reappeared-warning.png")
+
+
+def test_topic_lineage_is_in_the_airflow_navigation(airflow_server, browser):
+    base = airflow_server["base"]
+    OUTPUT.mkdir(exist_ok=True)
+    login(browser, base)
+    browser.goto(f"{base}/plugin/topic-lineage")
+    wait_for(lambda: browser.js("document.body.innerText.includes('Topic lineage')"), 60,
+             "the Topic lineage entry in the Airflow UI")
+    # The page is embedded in the Airflow UI (iframe on the same origin).
+    wait_for(lambda: browser.js(
+        "(() => { const f = document.querySelector('iframe'); return !!(f && f.contentDocument &&"
+        " f.contentDocument.getElementById('search-form')); })()"), 60, "the embedded page")
+    time.sleep(1)
+    browser.screenshot(OUTPUT / "ui-in-airflow.png")

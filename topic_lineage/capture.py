@@ -1,0 +1,381 @@
+"""Live capture: one snapshot of a running cluster's topic metadata through the Kafka protocol.
+
+Steps (all through confluent-kafka's AdminClient, bounded by one deadline):
+
+1. reach the cluster (DescribeCluster), failing fast with one clear line when no broker answers;
+2. list every topic name, internal ones included (one Metadata request; also gives the cluster
+   ID, the brokers and the controller);
+3. describe the listed topics in batches, a few batches in flight at a time, for topic IDs,
+   partition counts, replication factors and the internal flag.
+
+What can go wrong, and what is kept:
+
+- a topic whose describe fails is recorded with the Kafka error name (``TOPIC_AUTHORIZATION_FAILED``,
+  ``UNKNOWN_TOPIC_OR_PART`` for a topic deleted between listing and describing), never dropped;
+- a request-level failure after the listing (a batch timed out, a connection broke, the deadline
+  passed) records the affected topics with the client error name (``TIMED_OUT``, ``TRANSPORT``:
+  librdkafka's local error names without their leading underscore) and marks the snapshot
+  ``complete = False``;
+- when nothing useful could be read (no broker answered, the listing failed) no snapshot is
+  produced: :class:`ClusterUnavailableError` says why, within about ``timeout_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from topic_lineage import topic_id as tid
+from topic_lineage.errors import TopicLineageError
+from topic_lineage.kafka_config import KafkaConfigError, client_error_text, redact, redact_text
+from topic_lineage.snapshot import ERROR_NAME_RE, Snapshot, TopicObservation
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_BATCH_SIZE = 500
+DEFAULT_MAX_IN_FLIGHT = 4
+# How long "all brokers are down" may last before the capture gives up (within the deadline).
+ALL_BROKERS_DOWN_GRACE_S = 3.0
+_POLL_S = 0.05
+
+
+class CaptureError(TopicLineageError, RuntimeError):
+    """A capture could not produce a snapshot; nothing was stored."""
+
+
+class ClusterUnavailableError(CaptureError):
+    """No broker answered, or the topics could not be listed: nothing useful was read."""
+
+
+class _BrokersDown(Exception):
+    """Internal: the client reported a fatal error or lost every broker for too long."""
+
+
+class _ClientLog:
+    """librdkafka's log lines and error callbacks, kept away from raw stderr.
+
+    Log lines go to the ``topic_lineage.capture.librdkafka`` logger at DEBUG (they can name
+    hosts, never secrets, but are redacted anyway); the last transport failure is remembered so
+    that an unreachable cluster is reported with its real cause.
+    """
+
+    def __init__(self, config: Mapping[str, Any]):
+        self._config = config
+        self._log = logging.getLogger(__name__ + ".librdkafka")
+        self.last_failure: str | None = None
+        self.all_brokers_down_since: float | None = None
+        self.fatal: str | None = None
+
+    def log(self, level, fmt, *args):  # confluent-kafka's logger protocol
+        text = redact_text(fmt % args if args else str(fmt), self._config)
+        self._log.debug("%s", text)
+
+    def error_cb(self, error) -> None:
+        text = redact_text(f"{error.name()}: {error.str()}", self._config)
+        self._log.debug("client error %s", text)
+        name = error.name()
+        if name == "_ALL_BROKERS_DOWN":
+            if self.all_brokers_down_since is None:
+                self.all_brokers_down_since = time.monotonic()
+        elif name == "_AUTHENTICATION" or error.fatal():
+            self.fatal = text
+            self.last_failure = text
+        else:
+            self.last_failure = text
+
+
+def _error_name(error) -> str:
+    """A Kafka error name as stored in snapshots (local errors lose their leading ``_``)."""
+    name = str(error.name()).lstrip("_") if hasattr(error, "name") else ""
+    return name if ERROR_NAME_RE.match(name) else "UNKNOWN"
+
+
+def _is_local(error) -> bool:
+    """librdkafka's own (client-side) errors have negative codes; broker errors positive."""
+    return error.code() < 0
+
+
+class _Capture:
+    """One capture run: an AdminClient, a deadline and the client's callbacks."""
+
+    def __init__(self, alias: str, config: Mapping[str, Any], timeout_s: float):
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        self.alias = alias
+        self.user_config = dict(config)
+        self.bootstrap = str(self.user_config.get("bootstrap.servers", ""))
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s = timeout_s
+        self.client_log = _ClientLog(self.user_config)
+        client_config = {"client.id": "topic-lineage", **self.user_config}
+        client_config["logger"] = self.client_log
+        client_config["error_cb"] = self.client_log.error_cb
+        log.info("capturing %s with client config %s", alias, redact(client_config))
+        try:
+            self.admin = AdminClient(client_config)
+        except KafkaException as exc:
+            raise KafkaConfigError(
+                f"the Kafka client rejected the config: {client_error_text(exc, self.user_config)}"
+            ) from None
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def unavailable(self, reason: str) -> ClusterUnavailableError:
+        reason = redact_text(reason, self.user_config)
+        return ClusterUnavailableError(
+            f"cannot capture cluster {self.alias!r} at {self.bootstrap}: {reason}; check "
+            "--bootstrap-servers, the --config settings and that the brokers are up; "
+            "nothing was stored"
+        )
+
+    def wait(self, futures: Sequence[concurrent.futures.Future], *, any_done: bool) -> None:
+        """Serve the client's callbacks until some/all futures are done or the deadline passes.
+
+        Raises :class:`_BrokersDown` (with the reason) when the client reports a fatal error
+        or all brokers stay down longer than the grace period.
+        """
+        mode = concurrent.futures.FIRST_COMPLETED if any_done else concurrent.futures.ALL_COMPLETED
+        while True:
+            done, pending = concurrent.futures.wait(futures, timeout=_POLL_S, return_when=mode)
+            self.admin.poll(0)
+            if not pending or (any_done and done):
+                return
+            if self.client_log.fatal:
+                raise _BrokersDown(self.client_log.fatal)
+            down_since = self.client_log.all_brokers_down_since
+            if down_since is not None and time.monotonic() - down_since > min(
+                ALL_BROKERS_DOWN_GRACE_S, self.timeout_s
+            ):
+                raise _BrokersDown(
+                    f"no broker answers ({self.client_log.last_failure or 'all brokers are down'})"
+                )
+            if self.remaining() <= 0:
+                return
+
+    def reach(self) -> str | None:
+        """Wait for the cluster to answer; the cluster ID from DescribeCluster if supported."""
+        from confluent_kafka import KafkaException
+
+        future = self.admin.describe_cluster(request_timeout=max(self.remaining(), 0.1))
+        try:
+            self.wait([future], any_done=False)
+        except _BrokersDown as exc:
+            raise self.unavailable(str(exc)) from None
+        no_answer = f"no answer within {self.timeout_s:g}s" + (
+            f" (last error: {self.client_log.last_failure})" if self.client_log.last_failure else ""
+        )
+        if not future.done():
+            raise self.unavailable(no_answer)
+        try:
+            description = future.result(timeout=0)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.name() == "_TIMED_OUT":
+                raise self.unavailable(no_answer) from None
+            if _is_local(error) and error.name() != "_UNSUPPORTED_FEATURE":
+                raise self.unavailable(client_error_text(exc, self.user_config)) from None
+            # The broker answered but refused or lacks DescribeCluster: the listing will do.
+            log.info("DescribeCluster unavailable (%s); using metadata", error.name())
+            return None
+        self.client_log.all_brokers_down_since = None
+        controller = description.controller
+        log.info(
+            "cluster %s: %d broker(s) %s, controller %s",
+            description.cluster_id,
+            len(description.nodes),
+            ", ".join(f"{n.id}@{n.host}:{n.port}" for n in description.nodes),
+            f"{controller.id}@{controller.host}:{controller.port}" if controller else "unknown",
+        )
+        return description.cluster_id
+
+    def list_topics(self):
+        from confluent_kafka import KafkaException
+
+        try:
+            metadata = self.admin.list_topics(timeout=max(self.remaining(), 0.1))
+        except KafkaException as exc:
+            raise self.unavailable(
+                f"listing topics failed ({client_error_text(exc, self.user_config)})"
+            ) from None
+        log.info(
+            "listed %d topic(s); brokers %s, controller %s",
+            len(metadata.topics),
+            sorted(metadata.brokers),
+            metadata.controller_id,
+        )
+        return metadata
+
+    def describe(
+        self, names: Sequence[str], batch_size: int, max_in_flight: int
+    ) -> tuple[dict[str, TopicObservation], bool]:
+        """Describe ``names`` in batches, at most ``max_in_flight`` requests at a time.
+
+        Returns one observation per name (failures recorded, never dropped) and whether every
+        describe request got an answer (``complete``).
+        """
+        from confluent_kafka import KafkaException, TopicCollection
+
+        pending = deque(names[i:i + batch_size] for i in range(0, len(names), batch_size))
+        in_flight: list[dict[str, concurrent.futures.Future]] = []
+        results: dict[str, TopicObservation] = {}
+        complete = True
+        gave_up = "TIMED_OUT"
+
+        def fail(batch: Sequence[str], error_name: str) -> None:
+            for name in batch:
+                results[name] = TopicObservation(name, None, None, None, None, error_name)
+
+        while pending or in_flight:
+            while pending and len(in_flight) < max_in_flight and self.remaining() > 0:
+                batch = pending.popleft()
+                try:
+                    in_flight.append(
+                        self.admin.describe_topics(
+                            TopicCollection(list(batch)), request_timeout=max(self.remaining(), 0.1)
+                        )
+                    )
+                except KafkaException as exc:
+                    log.warning("describe request failed: %s", client_error_text(exc, self.user_config))
+                    fail(batch, _error_name(exc.args[0]))
+                    complete = False
+            if not in_flight:
+                break
+            try:
+                self.wait([f for batch in in_flight for f in batch.values()], any_done=True)
+            except _BrokersDown as exc:
+                # Listed but not (all) described: keep what was read, mark it incomplete.
+                log.warning("describe phase cut short: %s", exc)
+                gave_up = "TRANSPORT"
+                break
+            still = []
+            for batch in in_flight:
+                if all(f.done() for f in batch.values()):
+                    complete &= self._collect(batch, results)
+                else:
+                    still.append(batch)
+            in_flight = still
+            if self.remaining() <= 0:
+                break
+        if in_flight or pending:  # the deadline passed or the brokers went away with work left
+            complete = False
+            for batch in in_flight:
+                self._collect({n: f for n, f in batch.items() if f.done()}, results)
+            left = [n for batch in in_flight for n in batch if n not in results]
+            left += [n for batch in pending for n in batch]
+            log.warning("capture cut short; %d topic(s) recorded as %s", len(left), gave_up)
+            fail(left, gave_up)
+        return results, complete
+
+    def _collect(
+        self, batch: dict[str, concurrent.futures.Future], results: dict[str, TopicObservation]
+    ) -> bool:
+        """Record one finished batch; False when a request-level (client-side) error hit it."""
+        from confluent_kafka import KafkaException
+
+        answered = True
+        for name, future in batch.items():
+            try:
+                description = future.result(timeout=0)
+            except KafkaException as exc:
+                error = exc.args[0]
+                answered &= not _is_local(error)
+                results[name] = TopicObservation(name, None, None, None, None, _error_name(error))
+                log.info("describe %s failed: %s", name, client_error_text(exc, self.user_config))
+                continue
+            results[name] = observation_from_description(name, description)
+        if answered and batch:  # a broker answered: any earlier "all brokers down" is over
+            self.client_log.all_brokers_down_since = None
+        return answered
+
+
+def observation_from_description(name: str, description) -> TopicObservation:
+    """A :class:`TopicObservation` from a confluent-kafka ``TopicDescription``."""
+    partitions = sorted(description.partitions, key=lambda p: p.id)
+    # Kafka's own tools report the first partition's replica count as the replication factor.
+    replication = len(partitions[0].replicas) if partitions else 0
+    return TopicObservation(
+        name=name,
+        topic_id=tid.canonical_or_none(description.topic_id),
+        partition_count=len(partitions),
+        replication_factor=replication,
+        is_internal=bool(description.is_internal),
+        error=None,
+    )
+
+
+def capture_snapshot(
+    cluster_alias: str,
+    config: Mapping[str, Any],
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    captured_at: datetime | None = None,
+    on_listed: Callable[[list[str]], None] | None = None,
+) -> Snapshot:
+    """Read one snapshot of the cluster that ``config`` (librdkafka settings) points at.
+
+    ``captured_at`` defaults to the moment the topics were listed (UTC). ``on_listed`` is
+    called with the listed names before they are described (tests use it to delete a topic in
+    between). Raises :class:`ClusterUnavailableError` when nothing useful could be read.
+    """
+    if not cluster_alias or not cluster_alias.strip():
+        raise CaptureError("a cluster alias is required (--cluster ALIAS)")
+    if not str(config.get("bootstrap.servers", "")).strip():
+        raise CaptureError(
+            "no bootstrap servers: pass --bootstrap-servers HOST:PORT or set bootstrap.servers "
+            "in the --config file"
+        )
+    if timeout_s <= 0 or batch_size < 1 or max_in_flight < 1:
+        raise CaptureError("timeout, batch size and max in flight must be positive")
+    if captured_at is not None and captured_at.tzinfo is None:
+        raise CaptureError("captured_at must be timezone-aware (UTC)")
+
+    started = time.monotonic()
+    run = _Capture(cluster_alias, config, timeout_s)
+    described_cluster_id = run.reach()
+    listed_at = datetime.now(UTC)
+    metadata = run.list_topics()
+    cluster_id = metadata.cluster_id or described_cluster_id
+    if not cluster_id:
+        raise CaptureError(
+            f"cluster {cluster_alias!r} at {run.bootstrap} reported no cluster ID (brokers older "
+            "than Kafka 0.10.1?); topic-lineage needs one; nothing was stored"
+        )
+    names = sorted(metadata.topics)
+    if on_listed is not None:
+        on_listed(list(names))
+    results, complete = run.describe(names, batch_size, max_in_flight)
+    topics = tuple(results[name] for name in names)
+    snapshot = Snapshot(
+        cluster_id=cluster_id,
+        cluster_alias=cluster_alias,
+        captured_at=(captured_at or listed_at).astimezone(UTC),
+        complete=complete,
+        topics=topics,
+    )
+    log.info(
+        "captured %s (%s): %d topic(s), %d with errors, complete=%s in %.2fs",
+        cluster_id, cluster_alias, len(topics), snapshot.error_topic_count, complete,
+        time.monotonic() - started,
+    )
+    return snapshot
+
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_TIMEOUT_S",
+    "CaptureError",
+    "ClusterUnavailableError",
+    "capture_snapshot",
+    "observation_from_description",
+]

@@ -1,0 +1,387 @@
+"""``topic-lineage airflow ...``: a local Airflow that runs the topic-lineage DAGs.
+
+``setup`` creates an Airflow home under ``$TOPIC_LINEAGE_HOME/airflow`` (SQLite, LocalExecutor,
+the repository's ``dags/``), migrates its database and creates the connections
+(``kafka_default``, ``spark_default``), the cluster Variable and the publish pool.
+``start`` runs the api-server, scheduler and dag-processor and prints how to open the UI and
+trigger a backfill; ``stop`` ends them; ``env`` prints the environment for running ``airflow``
+commands against this home (``eval "$(topic-lineage airflow env)"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from topic_lineage import airflow_tasks as at
+from topic_lineage import tables as t
+from topic_lineage.errors import TopicLineageError
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor")
+STATE_FILE = "topic-lineage-airflow.json"
+DEFAULT_PORT = 8080
+
+
+class AirflowSetupError(TopicLineageError):
+    """The local Airflow could not be set up or started; the message says what to do."""
+
+
+# --- where things are ------------------------------------------------------------------------
+def airflow_home() -> Path:
+    return t.home() / "airflow"
+
+
+def dags_folder() -> Path:
+    folder = Path(__file__).resolve().parents[2] / "dags"
+    if not (folder / f"{at.SNAPSHOT_DAG_ID}.py").exists():
+        raise AirflowSetupError(
+            f"no DAG files in {folder}; run topic-lineage from its source checkout "
+            "(pip install -e .) so that dags/ is next to the package"
+        )
+    return folder
+
+
+def _state_path() -> Path:
+    return airflow_home() / STATE_FILE
+
+
+def load_state() -> dict:
+    path = _state_path()
+    if not path.exists():
+        raise AirflowSetupError(
+            f"no local Airflow under {airflow_home()}; run 'topic-lineage airflow setup' first"
+        )
+    return json.loads(path.read_text())
+
+
+def _save_state(state: dict) -> None:
+    path = _state_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.chmod(tmp, 0o600)  # holds the local JWT secret
+    tmp.replace(path)
+
+
+def _free_port(preferred: int) -> int:
+    for port in (preferred, 0):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise AirflowSetupError("no free TCP port on 127.0.0.1")
+
+
+def airflow_env(state: dict) -> dict[str, str]:
+    """The environment every Airflow process of the local deployment runs with."""
+    home = airflow_home()
+    bin_dir = str(Path(sys.executable).parent)
+    port = state["port"]
+    env = {
+        "AIRFLOW_HOME": str(home),
+        "TOPIC_LINEAGE_HOME": str(t.home()),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": str(state.get("parallelism", 4)),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__AUTH_MANAGER": (
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+        ),
+        # A local, single-user deployment: every UI visitor on 127.0.0.1 is admin.
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__API__SECRET_KEY": state["secret_key"],
+        "AIRFLOW__API_AUTH__JWT_SECRET": state["jwt_secret"],
+        "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+    }
+    if state.get("snapshot_schedule"):
+        env["AIRFLOW__TOPIC_LINEAGE__SNAPSHOT_SCHEDULE"] = state["snapshot_schedule"]
+    if state.get("build_schedule"):
+        env["AIRFLOW__TOPIC_LINEAGE__BUILD_SCHEDULE"] = state["build_schedule"]
+    return env
+
+
+def _full_env(state: dict) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(airflow_env(state))
+    return env
+
+
+def _airflow(state: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    binary = Path(sys.executable).parent / "airflow"
+    out = subprocess.run(
+        [str(binary), *args], env=_full_env(state), capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise AirflowSetupError(
+            f"'airflow {' '.join(args)}' failed (exit {out.returncode}): "
+            f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}"
+        )
+    return out
+
+
+# Runs in a subprocess with the deployment's environment (Airflow reads its home at import).
+_CONFIGURE = r"""
+import json, sys
+from airflow.models import Connection, Pool, Variable
+from airflow.utils.session import create_session
+spec = json.loads(sys.argv[1])
+with create_session() as session:
+    for conn in spec["connections"]:
+        session.query(Connection).filter(Connection.conn_id == conn["conn_id"]).delete()
+        session.add(Connection(**conn))
+    session.commit()
+    for name, description in spec["pools"].items():
+        Pool.create_or_update_pool(
+            name, slots=1, description=description, include_deferred=False, session=session
+        )
+for key, value in spec["variables"].items():
+    if value is None:
+        Variable.delete(key)
+    else:
+        Variable.set(key, value)
+print("configured")
+"""
+
+
+def setup(
+    *, bootstrap_servers: str, clusters: str | None, spark_master: str, port: int,
+    snapshot_schedule: str | None, build_schedule: str | None, archive_dir: str | None,
+    kafka_extra: dict | None = None,
+) -> dict:
+    """Create or update the local Airflow home; returns its state (port, secrets, schedules)."""
+    if clusters is not None:
+        at.parse_clusters(clusters)  # refuse a bad list before touching anything
+    home = airflow_home()
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        state = load_state()
+    except AirflowSetupError:
+        state = {"jwt_secret": secrets.token_urlsafe(32), "secret_key": secrets.token_urlsafe(32)}
+    state.update(
+        port=port, snapshot_schedule=snapshot_schedule or state.get("snapshot_schedule"),
+        build_schedule=build_schedule or state.get("build_schedule"),
+    )
+    _save_state(state)
+    _airflow(state, "db", "migrate")
+    extra = {"bootstrap.servers": bootstrap_servers, **(kafka_extra or {})}
+    spec = {
+        "connections": [
+            {"conn_id": at.DEFAULT_KAFKA_CONN_ID, "conn_type": "kafka", "extra": json.dumps(extra),
+             "description": "Kafka cluster 'default' of topic-lineage (extra = librdkafka config)"},
+            {"conn_id": at.SPARK_CONN_ID, "conn_type": "spark", "host": spark_master,
+             "description": "Spark master for the topic-lineage build"},
+        ],
+        "pools": {
+            at.PUBLISH_POOL: "one slot: topic-lineage publishes one version at a time",
+            at.BUILD_POOL: "one slot: topic-lineage builds one version at a time",
+        },
+        "variables": {at.CLUSTERS_VARIABLE: clusters, at.ARCHIVE_VARIABLE: archive_dir},
+    }
+    binary = sys.executable
+    out = subprocess.run(
+        [binary, "-c", _CONFIGURE, json.dumps(spec)], env=_full_env(state), capture_output=True,
+        check=False,
+        text=True, timeout=300,
+    )
+    if out.returncode != 0:
+        raise AirflowSetupError(f"could not configure Airflow: {out.stderr.strip()[-500:]}")
+    return state
+
+
+# --- processes -------------------------------------------------------------------------------
+def _pids_path() -> Path:
+    return airflow_home() / "topic-lineage-airflow.pids"
+
+
+def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
+    """Start the components (each in its own process group); wait for the API to answer."""
+    if _running_pids():
+        raise AirflowSetupError(
+            f"Airflow of {airflow_home()} is already running; 'topic-lineage airflow stop' first"
+        )
+    logs = airflow_home() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = _full_env(state)
+    binary = str(Path(sys.executable).parent / "airflow")
+    pids = {}
+    for name in COMPONENTS:
+        with open(logs / f"{name}.out", "ab") as out:
+            proc = subprocess.Popen(
+                [binary, name], env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        pids[name] = proc.pid
+    _pids_path().write_text(json.dumps(pids))
+    url = f"http://127.0.0.1:{state['port']}/api/v2/monitor/health"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return pids
+        except OSError:
+            pass
+        for name, pid in pids.items():
+            if not _alive(pid):
+                stop()
+                raise AirflowSetupError(f"Airflow {name} exited at start; see {logs / name}.out")
+        time.sleep(2)
+    stop()
+    raise AirflowSetupError(f"Airflow API did not answer on {url} within {wait_s:g}s; see {logs}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of this process is not alive
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _running_pids() -> dict[str, int]:
+    path = _pids_path()
+    if not path.exists():
+        return {}
+    return {name: pid for name, pid in json.loads(path.read_text()).items() if _alive(pid)}
+
+
+def stop(timeout_s: float = 30) -> list[str]:
+    """Terminate the components' process groups (then kill what is left)."""
+    pids = _running_pids()
+    for pid in pids.values():
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + timeout_s
+    while any(_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in pids.values():
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    _pids_path().unlink(missing_ok=True)
+    return sorted(pids)
+
+
+def banner(state: dict) -> str:
+    port = state["port"]
+    return f"""Airflow is running (home {airflow_home()}).
+  UI:        http://127.0.0.1:{port}   (local deployment: no login)
+  DAGs:      {at.SNAPSHOT_DAG_ID} (every snapshot interval, one task per cluster)
+             {at.INCARNATIONS_DAG_ID} (on every snapshot, daily, or by hand: build -> validate -> publish)
+  Run now:   UI > {at.INCARNATIONS_DAG_ID} > Trigger, or
+             eval "$(topic-lineage airflow env)"; airflow dags trigger {at.SNAPSHOT_DAG_ID}
+  Backfill:  UI > {at.INCARNATIONS_DAG_ID} > Trigger > Backfill (pick a date range), or
+             eval "$(topic-lineage airflow env)"; airflow backfill create --dag-id {at.INCARNATIONS_DAG_ID} \\
+                 --from-date 2026-11-01 --to-date 2026-11-07
+  Results:   topic-lineage query "SELECT * FROM topic_incarnations"
+  Logs:      {airflow_home() / 'logs'}
+  Stop:      topic-lineage airflow stop"""
+
+
+# --- the commands ----------------------------------------------------------------------------
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "airflow", help="run the pipeline in a local Airflow (setup, start, stop, env)",
+        description=__doc__.split("\n\n")[1],
+    )
+    cmds = p.add_subparsers(dest="airflow_command", metavar="ACTION", required=True)
+
+    s = cmds.add_parser("setup", help="create/update the local Airflow home, connections, pool")
+    s.add_argument("--bootstrap-servers", default="localhost:9092",
+                   help="Kafka bootstrap servers of the connection kafka_default")
+    s.add_argument("--clusters", help="JSON list of {alias, conn_id} for the Variable "
+                   f"{at.CLUSTERS_VARIABLE} (default: alias 'default' on kafka_default)")
+    s.add_argument("--spark-master", default="local[*]", help="master of spark_default")
+    s.add_argument("--port", type=int, default=DEFAULT_PORT, help="API/UI port on 127.0.0.1")
+    s.add_argument("--snapshot-schedule", help="cron of kafka_topic_snapshot (default */15 * * * *)")
+    s.add_argument("--build-schedule", help="cron of topic_incarnations (default @daily)")
+    s.add_argument("--archive-dir", help="archive of old snapshots ingested by backfill runs")
+    s.set_defaults(func=cmd_setup)
+
+    s = cmds.add_parser("start", help="start api-server, scheduler and dag-processor")
+    s.add_argument("--detach", action="store_true", help="return once Airflow answers")
+    s.set_defaults(func=cmd_start)
+
+    s = cmds.add_parser("stop", help="stop the local Airflow")
+    s.set_defaults(func=cmd_stop)
+
+    s = cmds.add_parser("env", help="print 'export' lines for airflow commands on this home")
+    s.set_defaults(func=cmd_env)
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    port = args.port if args.port == 0 else _free_port(args.port)
+    if port != args.port:
+        print(f"port {args.port} is busy; using {port}")
+    state = setup(
+        bootstrap_servers=args.bootstrap_servers, clusters=args.clusters,
+        spark_master=args.spark_master, port=port, snapshot_schedule=args.snapshot_schedule,
+        build_schedule=args.build_schedule, archive_dir=args.archive_dir,
+    )
+    print(f"Airflow home {airflow_home()} is ready (port {state['port']}); "
+          "next: topic-lineage airflow start")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    state = load_state()
+    pids = start(state)
+    print(banner(state), flush=True)
+    if args.detach:
+        return 0
+    try:
+        while all(_alive(pid) for pid in pids.values()):
+            time.sleep(2)
+        print("an Airflow component exited; stopping the others", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop()
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    stopped = stop()
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    import shlex
+
+    for key, value in sorted(airflow_env(load_state()).items()):
+        if key in ("AIRFLOW__API__SECRET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET"):
+            continue  # the CLI does not need the secrets; keep them out of shell history
+        print(f"export {key}={shlex.quote(value)}")
+    return 0

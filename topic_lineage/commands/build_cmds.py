@@ -1,0 +1,163 @@
+"""Commands on the warehouse: build, publish, versions, query."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+
+from topic_lineage import warehouse as wh
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "build",
+        help="build a new version of the tables from the snapshot store, validate and publish it",
+        description="Incremental by default (only new snapshots are processed; a late snapshot "
+        "recomputes its cluster). The mass-deletion hold (R3) thresholds come from "
+        "--hold-ratio/--hold-min or $TOPIC_LINEAGE_HOLD_RATIO/$TOPIC_LINEAGE_HOLD_MIN.",
+    )
+    p.add_argument("--full-refresh", action="store_true", help="recompute everything from the store")
+    p.add_argument("--version-id", help="name of the new version (default: time-based)")
+    p.add_argument("--no-publish", action="store_true", help="build (and validate) but do not publish")
+    p.add_argument("--no-validate", action="store_true", help="skip the quality gate")
+    p.add_argument("--master", help="Spark master URL (default: $TOPIC_LINEAGE_SPARK_MASTER or local[*])")
+    p.add_argument("--hold-ratio", type=float, help="R3: hold a snapshot closing more than this share "
+                   "of live incarnations (default 0.5)")
+    p.add_argument("--hold-min", type=int, help="R3: ... and at least this many (default 5)")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("publish", help="publish a built version (switch readers to it atomically)")
+    p.add_argument("--version", required=True)
+    p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("versions", help="list built versions with their status")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=cmd_versions)
+
+    p = sub.add_parser(
+        "query",
+        help="run Spark SQL over the published tables",
+        description="Tables: topic_lineage.snapshot_runs, topic_lineage.topic_snapshots, "
+        "topic_lineage.topic_incarnations (the current database is topic_lineage, so the short "
+        "names work too). Timestamps are printed in ISO 8601 UTC.",
+    )
+    p.add_argument("sql")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--version", help="query this version instead of the published one")
+    p.add_argument("--master", help="Spark master URL (default: local[2])")
+    p.set_defaults(func=cmd_query)
+
+
+def _validator(args):
+    if args.no_validate:
+        return None
+    from topic_lineage.quality.gate import validate_version
+
+    return validate_version
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from spark_jobs.build import hold_policy
+    from topic_lineage.pipeline import run_build
+    from topic_lineage.spark import get_spark
+
+    policy = hold_policy(args.hold_ratio, args.hold_min)
+    spark = get_spark("topic-lineage-build", master=args.master)
+    try:
+        result = run_build(
+            spark, version_id=args.version_id, full_refresh=args.full_refresh,
+            publish=not args.no_publish, validate=_validator(args), policy=policy,
+        )
+    finally:
+        spark.stop()
+    print(result)
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    previous = wh.publish(args.version)
+    print(f"published {args.version} (previous: {previous})")
+    return 0
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    current = wh.current_version()
+    versions = wh.list_versions()
+    if args.format == "json":
+        print(json.dumps([
+            {k: m.get(k) for k in ("version", "status", "created_at", "mode", "base_version",
+                                   "snapshot_count", "row_counts", "rejected_reason")}
+            | {"current": m["version"] == current}
+            for m in versions
+        ], indent=2))
+        return 0
+    print(f"  {'version':<40} {'status':<10} {'mode':<12} {'snapshots':>9}  created_at")
+    for m in versions:
+        mark = "*" if m["version"] == current else " "
+        print(f"{mark} {m['version']:<40} {m.get('status', '?'):<10} {m.get('mode') or '-':<12} "
+              f"{m.get('snapshot_count', '-'):>9}  {m.get('created_at', '')}")
+    print(f"{len(versions)} version(s); * = published")
+    return 0
+
+
+# --- query -----------------------------------------------------------------------------------
+def _printable(df):
+    """Timestamps as ISO 8601 UTC text (the session time zone is UTC)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    columns = []
+    for field in df.schema.fields:
+        if isinstance(field.dataType, (TimestampType, TimestampNTZType)):
+            text = F.date_format(F.col(f"`{field.name}`"), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS")
+            columns.append(F.concat(F.regexp_replace(text, r"\.000000$", ""), F.lit("Z")).alias(field.name))
+        else:
+            columns.append(F.col(f"`{field.name}`"))
+    return df.select(*columns)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from topic_lineage.spark import get_spark
+
+    spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
+                      conf={"spark.sql.shuffle.partitions": "4"})
+    try:
+        wh.register_tables(spark, args.version)
+        try:
+            df = spark.sql(args.sql)
+        except Exception as exc:  # analysis/parse errors are the user's to fix
+            from pyspark.errors import PySparkException
+
+            if isinstance(exc, PySparkException):
+                raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
+            raise
+        df = _printable(df)
+        names = df.columns
+        rows = [[row[i] for i in range(len(names))] for row in df.collect()]
+    finally:
+        spark.stop()
+    if args.format == "json":
+        print(json.dumps([dict(zip(names, row)) for row in rows], indent=2, default=str))
+    elif args.format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([["" if v is None else _cell(v) for v in row] for row in rows])
+    else:
+        cells = [[_cell(v) for v in row] for row in rows]
+        widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+        print("  ".join(n.ljust(w) for n, w in zip(names, widths)))
+        print("  ".join("-" * w for w in widths))
+        for r in cells:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return 0

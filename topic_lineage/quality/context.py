@@ -1,0 +1,77 @@
+"""Opening topic-lineage's Great Expectations file data context (``expectations/``).
+
+The context's configuration, suites, validation definitions and checkpoints are versioned under
+``expectations/`` in the repository; validation results and Data Docs are written under
+``tables.quality_dir()`` ($TOPIC_LINEAGE_HOME/quality), never into the repository.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from topic_lineage import tables as t
+
+CONTEXT_ENV = "TOPIC_LINEAGE_GX_CONTEXT"
+"""Overrides the directory of the GX context (default: ``expectations/`` of the repository)."""
+
+QUALITY_DIR_VARIABLE = "TOPIC_LINEAGE_QUALITY_DIR"
+"""Substitution variable used by ``great_expectations.yml`` for generated output."""
+
+DATASOURCE = "topic_lineage"
+BATCH_DEFINITION = "whole_table"
+
+
+def context_dir() -> Path:
+    """The directory holding ``great_expectations.yml``."""
+    configured = os.environ.get(CONTEXT_ENV)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    return Path(__file__).resolve().parents[2] / "expectations"
+
+
+def data_docs_dir() -> Path:
+    return t.quality_dir() / "data_docs"
+
+
+def data_docs_index() -> Path:
+    """Great Expectations' own site index (needs its CDN scripts to list the runs)."""
+    return data_docs_dir() / "index.html"
+
+
+def overview_page() -> Path:
+    """topic-lineage's self-contained overview of the gate runs: the page the CLI prints."""
+    return t.quality_dir() / "index.html"
+
+
+def gate_log() -> Path:
+    """One JSON line per gate run (the overview page is rendered from it)."""
+    return t.quality_dir() / "gate_runs.jsonl"
+
+
+def checkpoint_name(table: str) -> str:
+    return f"{table}_gate"
+
+
+def validation_definition_name(table: str) -> str:
+    return f"{table}_validation"
+
+
+def get_context():
+    """The file data context, with the custom expectations registered first.
+
+    Importing :mod:`topic_lineage.quality.custom_expectations` before the suites are read is
+    what keeps GX from silently dropping the custom expectations.
+    """
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+
+    from topic_lineage.quality import custom_expectations  # noqa: F401  (registers the classes)
+
+    quality = t.quality_dir()
+    quality.mkdir(parents=True, exist_ok=True)
+    return gx.get_context(
+        mode="file",
+        context_root_dir=str(context_dir()),
+        runtime_environment={QUALITY_DIR_VARIABLE: str(quality)},
+    )

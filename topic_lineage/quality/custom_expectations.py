@@ -1,0 +1,197 @@
+"""The one module that defines topic-lineage's named Great Expectations expectations.
+
+GX looks an expectation up by the snake-case name of its class when it loads a suite, and
+silently drops expectations whose class is not registered. So this module must be imported
+before any suite is loaded: :func:`topic_lineage.quality.context.get_context` does that, and a
+test proves that the loaded suites contain every expectation.
+
+Every class here is an ``UnexpectedRowsExpectation``: a Spark SQL query over ``{batch}`` that
+returns the offending rows (cluster, name, ID first, so that a failure can be read at a glance).
+The parametrised ones (freshness, no snapshot from the future, error share) take their thresholds
+as suite parameters at validation time; their query is derived from those values.
+
+Imports Great Expectations: import this only inside tasks and commands.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Union
+
+import great_expectations.expectations as gxe
+from great_expectations.compatibility import pydantic
+from great_expectations.core.suite_parameters import is_suite_parameter
+
+from topic_lineage import tables as t
+
+# Offending rows of incarnation checks always start with these, in this order.
+_WHO = f"{t.CLUSTER_ID}, {t.TOPIC_NAME}, {t.TOPIC_ID}"
+
+
+# --- topic_incarnations ------------------------------------------------------------------------
+class ExpectDeletedTopicIdsNeverToComeBack(gxe.UnexpectedRowsExpectation):
+    """Deleted topic IDs never come back (R6, KAFKA-19383).
+
+    Fails on any ``reappeared`` version and on any version that starts at or after the deletion
+    of its incarnation.
+    """
+
+    unexpected_rows_query: str = (
+        f"SELECT {_WHO}, version, change_type, valid_from, deleted_at FROM {{batch}} "
+        f"WHERE change_type = 'reappeared' OR valid_from >= deleted_at"
+    )
+    description: str = (
+        "Deleted topic IDs never come back: no `reappeared` version, and no version with "
+        "valid_from >= deleted_at."
+    )
+
+
+class ExpectOneCurrentRowPerLiveIncarnation(gxe.UnexpectedRowsExpectation):
+    """Exactly one current row per live incarnation, none for a deleted one."""
+
+    unexpected_rows_query: str = (
+        f"SELECT {t.CLUSTER_ID}, max_by({t.TOPIC_NAME}, version) AS {t.TOPIC_NAME}, "
+        f"max_by({t.TOPIC_ID}, version) AS {t.TOPIC_ID}, incarnation_key, "
+        f"count_if(is_current) AS current_rows, max(deleted_at) AS deleted_at "
+        f"FROM {{batch}} GROUP BY {t.CLUSTER_ID}, incarnation_key "
+        f"HAVING (max(deleted_at) IS NULL AND count_if(is_current) <> 1) "
+        f"OR (max(deleted_at) IS NOT NULL AND count_if(is_current) > 0)"
+    )
+    description: str = (
+        "Exactly one current row per live incarnation, and none for a deleted incarnation."
+    )
+
+
+class ExpectVersionsOfAnIncarnationNotToOverlap(gxe.UnexpectedRowsExpectation):
+    """Ordered by valid_from, each version ends (valid_to) no later than the next one starts."""
+
+    unexpected_rows_query: str = (
+        f"SELECT {_WHO}, incarnation_key, version, valid_from, valid_to, "
+        f"previous_version, previous_valid_to FROM ("
+        f"SELECT *, "
+        f"lag(version) OVER (PARTITION BY incarnation_key ORDER BY valid_from, version) "
+        f"AS previous_version, "
+        f"lag(valid_to) OVER (PARTITION BY incarnation_key ORDER BY valid_from, version) "
+        f"AS previous_valid_to, "
+        f"row_number() OVER (PARTITION BY incarnation_key ORDER BY valid_from, version) AS position "
+        f"FROM {{batch}}) "
+        f"WHERE position > 1 AND (previous_valid_to IS NULL OR previous_valid_to > valid_from)"
+    )
+    description: str = (
+        "Versions of one incarnation do not overlap: each version is closed (valid_to) no "
+        "later than the next one opens (valid_from)."
+    )
+
+
+# --- snapshot_runs (parametrised) ---------------------------------------------------------------
+def _utc_literal(value: Any) -> str:
+    """A Spark SQL timestamp literal for an aware datetime or ISO text (rejects anything else)."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    if moment.tzinfo is None:
+        raise ValueError(f"timestamp {value!r} has no time zone; give it in UTC")
+    moment = moment.astimezone(timezone.utc)
+    return "TIMESTAMP '" + moment.strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
+
+
+class _ParametrisedRowsExpectation(gxe.UnexpectedRowsExpectation):
+    """An UnexpectedRowsExpectation whose query is derived from its own (suite-parameter) fields.
+
+    While a field is still a ``{"$PARAMETER": ...}`` placeholder (in the stored suite) the query
+    shows the placeholder; at validation time GX substitutes the values, re-creates the
+    expectation, and the query is built from them.
+    """
+
+    unexpected_rows_query: Union[str, dict] = ""
+    parameter_names: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def _query(cls, **values: Any) -> str:  # pragma: no cover - every subclass defines it
+        raise TypeError(f"{cls.__name__} must define _query")
+
+    @pydantic.root_validator(pre=True)
+    def _derive_query(cls, values: dict) -> dict:
+        params = {name: values.get(name, cls.__fields__[name].default) for name in cls.parameter_names}
+        if any(is_suite_parameter(value) for value in params.values()):
+            placeholders = {
+                name: f"<{value['$PARAMETER']}>" if is_suite_parameter(value) else value
+                for name, value in params.items()
+            }
+            values["unexpected_rows_query"] = cls._query(placeholder=True, **placeholders)
+        else:
+            values["unexpected_rows_query"] = cls._query(placeholder=False, **params)
+        return values
+
+
+class ExpectNewestCompleteSnapshotOfEachClusterToBeFresh(_ParametrisedRowsExpectation):
+    """The newest complete snapshot of every cluster is younger than ``max_age_seconds``.
+
+    ``max_age_seconds = None`` disables the check (replaying archived history): the query then
+    selects nothing.
+    """
+
+    now: Union[str, dict, None] = None
+    max_age_seconds: Union[float, dict, None] = None
+    parameter_names: ClassVar[tuple[str, ...]] = ("now", "max_age_seconds")
+    description: str = (
+        "The newest complete snapshot of each cluster is fresher than the configured maximum age."
+    )
+
+    @classmethod
+    def _query(cls, placeholder: bool, now: Any, max_age_seconds: Any) -> str:
+        newest = f"max({t.CAPTURED_AT}) FILTER (WHERE {t.COMPLETE})"
+        select = (
+            f"SELECT {t.CLUSTER_ID}, max({t.CLUSTER_ALIAS}) AS {t.CLUSTER_ALIAS}, "
+            f"{newest} AS newest_complete_snapshot FROM {{batch}} GROUP BY {t.CLUSTER_ID} "
+        )
+        if placeholder:
+            return select + f"HAVING {newest} IS NULL OR {newest} < {now} - {max_age_seconds} seconds"
+        if max_age_seconds is None:
+            return select + "HAVING false"
+        cutoff = _utc_literal(now) + f" - make_dt_interval(0, 0, 0, {float(max_age_seconds)})"
+        return select + f"HAVING {newest} IS NULL OR {newest} < {cutoff}"
+
+
+class ExpectNoSnapshotFromTheFuture(_ParametrisedRowsExpectation):
+    """No snapshot was captured after ``now`` (a wrong clock or a bad import)."""
+
+    now: Union[str, dict, None] = None
+    parameter_names: ClassVar[tuple[str, ...]] = ("now",)
+    description: str = "No snapshot is from the future (captured_at <= the validation time)."
+
+    @classmethod
+    def _query(cls, placeholder: bool, now: Any) -> str:
+        limit = now if placeholder else _utc_literal(now)
+        return (
+            f"SELECT {t.CLUSTER_ID}, {t.CLUSTER_ALIAS}, {t.CAPTURED_AT}, {t.SOURCE} FROM {{batch}} "
+            f"WHERE {t.CAPTURED_AT} > {limit}"
+        )
+
+
+class ExpectErrorTopicShareOfEachSnapshotToBeAtMost(_ParametrisedRowsExpectation):
+    """In every snapshot, at most ``max_share`` of the topics failed to describe."""
+
+    max_share: Union[float, dict, None] = None
+    parameter_names: ClassVar[tuple[str, ...]] = ("max_share",)
+    description: str = (
+        "In each snapshot, the share of topics whose describe failed is at most the configured "
+        "maximum."
+    )
+
+    @classmethod
+    def _query(cls, placeholder: bool, max_share: Any) -> str:
+        share = max_share if placeholder else repr(float(1.0 if max_share is None else max_share))
+        return (
+            f"SELECT {t.CLUSTER_ID}, {t.CLUSTER_ALIAS}, {t.CAPTURED_AT}, {t.TOPIC_COUNT}, "
+            f"{t.ERROR_TOPIC_COUNT} FROM {{batch}} "
+            f"WHERE {t.TOPIC_COUNT} > 0 AND {t.ERROR_TOPIC_COUNT} > {share} * {t.TOPIC_COUNT}"
+        )
+
+
+CUSTOM_EXPECTATIONS: tuple[type, ...] = (
+    ExpectDeletedTopicIdsNeverToComeBack,
+    ExpectOneCurrentRowPerLiveIncarnation,
+    ExpectVersionsOfAnIncarnationNotToOverlap,
+    ExpectNewestCompleteSnapshotOfEachClusterToBeFresh,
+    ExpectNoSnapshotFromTheFuture,
+    ExpectErrorTopicShareOfEachSnapshotToBeAtMost,
+)

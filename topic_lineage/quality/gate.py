@@ -1,0 +1,322 @@
+"""The quality gate of write-audit-publish (R7): validate a built version before it is published.
+
+:func:`validate_version` reads the three tables of a version directory, runs one GX checkpoint per
+table (suite, validation definition and checkpoint are stored in ``expectations/``), updates the
+Data Docs site under ``$TOPIC_LINEAGE_HOME/quality/data_docs`` and returns a :class:`GateResult`:
+the verdict, every failed expectation with a few offending rows, and the Data Docs index path.
+
+Thresholds (:class:`GateConfig`) come from arguments, else from the environment:
+
+- ``TOPIC_LINEAGE_MAX_AGE``: maximum age of each cluster's newest complete snapshot, e.g. ``36h``,
+  ``2d``, ``90m``, ``3600`` (seconds); ``off`` disables the freshness check (replaying archived
+  history). Default ``24h``.
+- ``TOPIC_LINEAGE_MAX_ERROR_SHARE``: maximum share of topics per snapshot whose describe failed,
+  between 0 and 1. Default ``0.5``.
+
+Imports Spark and Great Expectations lazily: import this module anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from topic_lineage import tables as t
+from topic_lineage.errors import TopicLineageError
+
+log = logging.getLogger(__name__)
+
+MAX_AGE_ENV = "TOPIC_LINEAGE_MAX_AGE"
+MAX_ERROR_SHARE_ENV = "TOPIC_LINEAGE_MAX_ERROR_SHARE"
+DEFAULT_MAX_AGE = timedelta(hours=24)
+DEFAULT_MAX_ERROR_SHARE = 0.5
+SAMPLE_ROWS = 5
+"""Offending rows kept per failed expectation (all of them are in the Data Docs)."""
+
+_DISABLED = {"off", "none", "disabled", "0"}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class GateError(TopicLineageError):
+    """The gate could not run (bad configuration, missing version); nothing was published."""
+
+
+class QualityGateFailed(TopicLineageError):
+    """A version failed validation: it was not published. ``result`` holds the details."""
+
+    exit_code = 1
+
+    def __init__(self, result: "GateResult"):
+        self.result = result
+        super().__init__(result.report())
+
+
+def parse_max_age(text: str | None) -> timedelta | None:
+    """``"36h"`` -> 36 hours; ``"off"`` -> ``None`` (freshness disabled); bare numbers are seconds."""
+    if text is None or text.strip().lower() in _DISABLED:
+        return None
+    match = _DURATION.match(text.lower())
+    if not match:
+        raise GateError(
+            f"invalid maximum age {text!r}: give a number with an optional unit s, m, h, d or w "
+            f"(e.g. 36h), or 'off' to disable the freshness check"
+        )
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_share(text: str) -> float:
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise GateError(f"invalid error share {text!r}: give a number between 0 and 1, e.g. 0.5")
+    return share
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Thresholds of the gate. ``max_age=None`` disables the freshness check."""
+
+    max_age: timedelta | None = DEFAULT_MAX_AGE
+    max_error_share: float = DEFAULT_MAX_ERROR_SHARE
+
+    @classmethod
+    def from_env(cls) -> "GateConfig":
+        age = os.environ.get(MAX_AGE_ENV)
+        share = os.environ.get(MAX_ERROR_SHARE_ENV)
+        return cls(
+            max_age=DEFAULT_MAX_AGE if age is None else parse_max_age(age),
+            max_error_share=DEFAULT_MAX_ERROR_SHARE if share is None else parse_share(share),
+        )
+
+
+class Failure(NamedTuple):
+    """One failed expectation: its name, what it means, and a few offending rows."""
+
+    name: str
+    description: str
+    rows: list[dict]
+    table: str = ""
+    unexpected_count: int | None = None
+
+
+class Outcome(NamedTuple):
+    """One evaluated expectation (passed or not), as shown in the overview page."""
+
+    table: str
+    name: str
+    description: str
+    success: bool
+    unexpected_count: int | None
+    rows: list[dict]
+
+
+@dataclass(frozen=True)
+class GateResult:
+    version: str
+    success: bool
+    failures: list[Failure]
+    docs_index: Path
+    outcomes: list[Outcome] = field(default_factory=list)
+    detail_pages: dict[str, str] = field(default_factory=dict)
+    """Table -> URL of its Great Expectations validation page for this run."""
+    config: "GateConfig | None" = None
+    validated_at: datetime | None = None
+    seconds: float = 0.0
+
+    @property
+    def failed_names(self) -> list[str]:
+        return [failure.name for failure in self.failures]
+
+    @property
+    def evaluated(self) -> int:
+        return len(self.outcomes)
+
+    def report(self) -> str:
+        """The verdict in words: what failed, on which rows, and where the details are."""
+        if self.success:
+            lines = [
+                f"quality gate PASSED for version {self.version}: "
+                f"{self.evaluated} expectation(s) met"
+            ]
+        else:
+            lines = [
+                f"quality gate FAILED for version {self.version}: "
+                f"{len(self.failures)} of {self.evaluated} expectation(s) not met"
+            ]
+            for failure in self.failures:
+                count = "" if failure.unexpected_count is None else f" ({failure.unexpected_count} row(s))"
+                lines.append(f"  x {failure.table}: {failure.name}{count}")
+                if failure.description:
+                    lines.append(f"      {failure.description}")
+                for row in failure.rows:
+                    lines.append("      " + ", ".join(f"{k}={show(v)}" for k, v in row.items()))
+        lines.append(f"Data Docs: {self.docs_index}")
+        return "\n".join(lines)
+
+
+def show(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return "NULL" if value is None else str(value)
+
+
+# --- reading a version ---------------------------------------------------------------------------
+def version_table_path(version: str, table: str) -> Path:
+    from topic_lineage import warehouse
+
+    return Path(warehouse.version_path(version, table))
+
+
+def read_version(spark, version: str) -> dict:
+    """The three tables of a built version as DataFrames, in the contract's column order."""
+    frames = {}
+    for table in t.TABLES:
+        path = version_table_path(version, table)
+        if not path.exists():
+            raise GateError(
+                f"version {version!r} has no table {table} at {path}; build it again with "
+                f"'topic-lineage build'"
+            )
+        frames[table] = (
+            spark.read.option("recursiveFileLookup", "true")  # every column is in the files
+            .parquet(str(path))
+            .select(*t.ddl_columns(t.TABLE_DDL[table]))
+        )
+    return frames
+
+
+# --- validating ----------------------------------------------------------------------------------
+def validate_version(
+    spark,
+    version: str,
+    *,
+    max_age: timedelta | None | str = "env",
+    max_error_share: float | None = None,
+    now: datetime | None = None,
+) -> GateResult:
+    """Validate the tables of ``version`` (a directory under ``tables.versions_dir()``).
+
+    ``max_age``: a timedelta, ``None`` to disable freshness, or ``"env"`` (default) for
+    ``$TOPIC_LINEAGE_MAX_AGE`` / 24 hours. ``now`` (aware) is the instant freshness and "no
+    snapshot from the future" are judged against; default: the current time.
+    """
+    config = GateConfig.from_env()
+    if max_age != "env":
+        config = GateConfig(max_age=max_age, max_error_share=config.max_error_share)
+    if max_error_share is not None:
+        config = GateConfig(max_age=config.max_age, max_error_share=max_error_share)
+    return validate_frames(spark, read_version(spark, version), version=version, config=config, now=now)
+
+
+def validate_frames(
+    spark,
+    frames: dict,
+    *,
+    version: str,
+    config: GateConfig | None = None,
+    now: datetime | None = None,
+    sample_rows: int = SAMPLE_ROWS,
+) -> GateResult:
+    """Run every table's checkpoint on the given DataFrames (keyed by table name).
+
+    Tables missing from ``frames`` are not validated (tests validate one table at a time); the
+    gate proper always passes all three.
+    """
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    from topic_lineage.quality import context as qc
+    from topic_lineage.quality import suites
+
+    config = config or GateConfig.from_env()
+    now = now or datetime.now(timezone.utc)
+    if now.tzinfo is None:
+        raise GateError(f"'now' must be an aware UTC datetime, got {now!r}")
+    parameters = {
+        suites.NOW: now.astimezone(timezone.utc).isoformat(),
+        suites.MAX_AGE_SECONDS: None if config.max_age is None else config.max_age.total_seconds(),
+        suites.MAX_ERROR_SHARE: config.max_error_share,
+    }
+    started = time.monotonic()
+    ctx = qc.get_context()
+    validated_at = datetime.now(timezone.utc)
+    run_id = RunIdentifier(run_name=version, run_time=validated_at)
+    outcomes: list[Outcome] = []
+    detail_pages: dict[str, str] = {}
+    for table in suites.SUITE_BUILDERS:
+        if table not in frames:
+            continue
+        frame = frames[table].cache()  # every expectation scans the table; read it once
+        try:
+            checkpoint = ctx.checkpoints.get(qc.checkpoint_name(table))
+            result = checkpoint.run(
+                batch_parameters={"dataframe": frame},
+                expectation_parameters=parameters,
+                run_id=run_id,
+            )
+        finally:
+            frame.unpersist()
+        for key, suite_result in result.run_results.items():
+            outcomes.extend(_outcomes(table, suite_result, sample_rows))
+            urls = ctx.get_docs_sites_urls(resource_identifier=key)
+            if urls and urls[0].get("site_url"):
+                detail_pages[table] = urls[0]["site_url"]
+    failures = [
+        Failure(o.name, o.description, o.rows, o.table, o.unexpected_count)
+        for o in outcomes
+        if not o.success
+    ]
+    gate_result = GateResult(
+        version=version,
+        success=not failures,
+        failures=failures,
+        docs_index=qc.overview_page(),
+        outcomes=outcomes,
+        detail_pages=detail_pages,
+        config=config,
+        validated_at=validated_at,
+        seconds=time.monotonic() - started,
+    )
+    from topic_lineage.quality import overview
+
+    overview.record(gate_result)
+    log.info("validated version %s in %.1f s", version, gate_result.seconds)
+    return gate_result
+
+
+def _outcomes(table: str, suite_result, sample_rows: int) -> list[Outcome]:
+    outcomes = []
+    for evaluated in suite_result.results:
+        config = evaluated.expectation_config
+        name = (config.meta or {}).get("name") or config.type
+        # custom expectations carry their description as a class default, not in the config
+        description = config.description or (config.to_domain_obj().description or "")
+        info = evaluated.exception_info or {}
+        if info.get("raised_exception"):
+            message = info.get("exception_message") or "raised an exception"
+            description = f"{description} (could not be evaluated: {message})"
+            outcomes.append(Outcome(table, name, description, False, None, []))
+            continue
+        rows, count = ([], None) if evaluated.success else _offending_rows(evaluated.result or {}, sample_rows)
+        outcomes.append(Outcome(table, name, description, bool(evaluated.success), count, rows))
+    return outcomes
+
+
+def _offending_rows(result: dict, sample_rows: int) -> tuple[list[dict], int | None]:
+    """A few offending rows from a GX result, whatever the expectation type."""
+    unexpected = (result.get("details") or {}).get("unexpected_rows")
+    if unexpected is not None:  # UnexpectedRowsExpectation: the query's rows
+        return [dict(row) for row in unexpected[:sample_rows]], result.get("observed_value")
+    indexed = result.get("unexpected_index_list") or result.get("partial_unexpected_index_list")
+    if indexed:  # map expectations: identifying columns + the offending value(s)
+        return [dict(row) for row in indexed[:sample_rows]], result.get("unexpected_count")
+    values = result.get("partial_unexpected_list") or []
+    return [{"value": value} for value in values[:sample_rows]], result.get("unexpected_count")

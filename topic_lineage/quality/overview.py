@@ -1,0 +1,182 @@
+"""The overview page of the quality gate: ``$TOPIC_LINEAGE_HOME/quality/index.html``.
+
+Great Expectations' own Data Docs index builds its run list with scripts from public CDNs, so
+it shows nothing on an offline machine. This page is plain, self-contained HTML: the newest gate
+run first (verdict, every expectation passed or failed, a few offending rows, a link to GX's
+detailed validation page of each table), then the history of earlier runs. Every gate run appends
+one JSON line to ``gate_runs.jsonl`` and re-renders the page from it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from topic_lineage.quality import context as qc
+
+HISTORY_SHOWN = 50
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5em 2em;
+       color: #1d2733; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; }
+h2 { font-size: 1.2em; margin-top: 1.5em; }
+.verdict { font-size: 1.3em; font-weight: bold; padding: 0.4em 0.8em; display: inline-block;
+           border-radius: 4px; }
+.passed { color: #1a7f37; } .failed { color: #cf222e; }
+.verdict.passed { background: #dafbe1; } .verdict.failed { background: #ffebe9; }
+table { border-collapse: collapse; margin: 0.4em 0 1em 0; }
+th, td { border: 1px solid #c9d1da; padding: 4px 8px; vertical-align: top; text-align: left; }
+th { background: #eef2f6; }
+table.rows td, table.rows th { font-family: ui-monospace, monospace; font-size: 0.85em; }
+.muted { color: #57606a; }
+"""
+
+
+def record(result) -> Path:
+    """Append ``result`` (a :class:`~topic_lineage.quality.gate.GateResult`) and re-render."""
+    log = qc.gate_log()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(_as_record(result), default=_json_default) + "\n")
+    return render()
+
+
+def _json_default(value):
+    if hasattr(value, "isoformat"):
+        return value.isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def _as_record(result) -> dict:
+    config = result.config
+    return {
+        "version": result.version,
+        "success": result.success,
+        "validated_at": result.validated_at,
+        "seconds": round(result.seconds, 2),
+        "max_age": None if config is None or config.max_age is None else str(config.max_age),
+        "max_error_share": None if config is None else config.max_error_share,
+        "detail_pages": result.detail_pages,
+        "outcomes": [o._asdict() for o in result.outcomes],
+    }
+
+
+def read_records() -> list[dict]:
+    log = qc.gate_log()
+    if not log.exists():
+        return []
+    records = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut short by a crash: skip, keep the rest
+                continue
+    return records
+
+
+def render() -> Path:
+    """Write the overview page atomically and return its path."""
+    records = read_records()
+    page = qc.overview_page()
+    body = ["<h1>topic-lineage quality gate</h1>"]
+    if not records:
+        body.append("<p>No validation has run yet.</p>")
+    else:
+        body.extend(_latest(records[-1]))
+        body.extend(_history(records[-HISTORY_SHOWN:]))
+    gx_index = qc.data_docs_index()
+    body.append(
+        f'<p class="muted">Great Expectations Data Docs (suites and every validation): '
+        f'<a href="{html.escape(gx_index.as_uri())}">{html.escape(str(gx_index))}</a></p>'
+    )
+    document = (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<title>topic-lineage quality gate</title>"
+        f"<style>{_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+    page.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=page.parent, prefix=".index-", suffix=".html")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(document)
+    os.replace(tmp, page)
+    return page
+
+
+def _verdict(success: bool) -> str:
+    return "PASSED" if success else "FAILED"
+
+
+def _latest(record: dict) -> list[str]:
+    state = "passed" if record["success"] else "failed"
+    outcomes = record["outcomes"]
+    failed = [o for o in outcomes if not o["success"]]
+    age = record.get("max_age") or "off (freshness not checked)"
+    out = [
+        f"<h2>Latest run: version {html.escape(record['version'])}</h2>",
+        f'<p><span class="verdict {state}">{_verdict(record["success"])}</span> '
+        f"&nbsp;{len(outcomes) - len(failed)} of {len(outcomes)} expectations met</p>",
+        f'<p class="muted">validated at {html.escape(str(record["validated_at"]))} in '
+        f'{record["seconds"]} s; maximum snapshot age: {html.escape(age)}; maximum error-topic '
+        f'share: {record.get("max_error_share")}</p>',
+    ]
+    tables: dict[str, list[dict]] = {}
+    for outcome in outcomes:
+        tables.setdefault(outcome["table"], []).append(outcome)
+    for table, rows in tables.items():
+        link = record.get("detail_pages", {}).get(table)
+        details = f' &mdash; <a href="{html.escape(link)}">details</a>' if link else ""
+        out.append(f"<h2>{html.escape(table)}{details}</h2>")
+        out.append("<table><tr><th>status</th><th>expectation</th><th>meaning</th>"
+                   "<th>offending rows</th></tr>")
+        for outcome in rows:
+            state = "passed" if outcome["success"] else "failed"
+            mark = "&#10004; passed" if outcome["success"] else "&#10008; FAILED"
+            out.append(
+                f'<tr><td class="{state}"><b>{mark}</b></td><td>{html.escape(outcome["name"])}</td>'
+                f'<td>{html.escape(outcome["description"])}</td><td>{_rows(outcome)}</td></tr>'
+            )
+        out.append("</table>")
+    return out
+
+
+def _rows(outcome: dict) -> str:
+    if outcome["success"]:
+        return ""
+    rows = outcome.get("rows") or []
+    count = outcome.get("unexpected_count")
+    head = f"{count} row(s)" if count is not None else ""
+    if not rows:
+        return html.escape(head)
+    columns = list(rows[0])
+    table = ['<table class="rows"><tr>' + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>"]
+    for row in rows:
+        cells = "".join(f"<td>{html.escape(_cell(row.get(c)))}</td>" for c in columns)
+        table.append(f"<tr>{cells}</tr>")
+    table.append("</table>")
+    return html.escape(head) + "".join(table)
+
+
+def _cell(value) -> str:
+    return "NULL" if value is None else str(value)
+
+
+def _history(records: list[dict]) -> list[str]:
+    out = ["<h2>History (newest first)</h2>",
+           "<table><tr><th>validated at</th><th>version</th><th>verdict</th>"
+           "<th>failed expectations</th></tr>"]
+    for record in reversed(records):
+        state = "passed" if record["success"] else "failed"
+        failed = ", ".join(o["name"] for o in record["outcomes"] if not o["success"])
+        out.append(
+            f"<tr><td>{html.escape(str(record['validated_at']))}</td>"
+            f"<td>{html.escape(record['version'])}</td>"
+            f'<td class="{state}"><b>{_verdict(record["success"])}</b></td>'
+            f"<td>{html.escape(failed)}</td></tr>"
+        )
+    out.append("</table>")
+    return out

@@ -1,0 +1,227 @@
+"""The expectation suites of the quality gate: one suite per published table.
+
+This module is the source of the suites, validation definitions and checkpoints stored in the
+GX context under ``expectations/``. After editing it, rewrite them with::
+
+    .venv/bin/python -m topic_lineage.quality.suites
+
+and commit the changed JSON files; a test fails while the stored suites differ from this module.
+
+Every expectation carries ``meta.name``: the short name the gate prints when it fails (and that
+tests look for), and a ``description`` in plain words that Data Docs shows.
+
+Thresholds are suite parameters, given at validation time (see :mod:`topic_lineage.quality.gate`):
+``now``, ``max_age_seconds`` (``None`` disables freshness) and ``max_error_share``.
+"""
+
+from __future__ import annotations
+
+from topic_lineage import tables as t
+from topic_lineage.topic_id import CANONICAL_PATTERN, RESERVED_IDS
+
+# --- names of the expectations (what a failure prints) -----------------------------------------
+LIVE_IDS_UNIQUE = "live topic IDs are unique per cluster"
+LIVE_NAMES_UNIQUE = "live topic names are unique per cluster"
+DELETED_IDS_NEVER_COME_BACK = "deleted topic IDs never come back"
+IDS_CANONICAL = "topic IDs are canonical"
+IDS_NOT_RESERVED = "topic IDs are never reserved"
+CLOSED_VERSIONS_END_AFTER_START = "closed versions end after they start"
+ONE_CURRENT_ROW = "exactly one current row per live incarnation"
+VERSIONS_DO_NOT_OVERLAP = "versions of an incarnation do not overlap"
+CHANGE_TYPES_KNOWN = "change types are known"
+
+SNAPSHOTS_UNIQUE = "one snapshot per cluster and instant"
+NO_SNAPSHOT_FROM_THE_FUTURE = "no snapshot from the future"
+NEWEST_SNAPSHOT_FRESH = "newest complete snapshot of each cluster is fresh"
+ERROR_SHARE_BELOW_LIMIT = "error topics per snapshot below the configured share"
+
+SNAPSHOT_IDS_CANONICAL = "observed topic IDs are canonical"
+SNAPSHOT_IDS_NOT_RESERVED = "observed topic IDs are never reserved"
+
+# --- suite parameters --------------------------------------------------------------------------
+NOW = "now"
+MAX_AGE_SECONDS = "max_age_seconds"
+MAX_ERROR_SHARE = "max_error_share"
+
+# Columns that identify an offending row in failure output, per table.
+IDENTIFYING_COLUMNS = {
+    t.SNAPSHOT_RUNS: [t.CLUSTER_ID, t.CAPTURED_AT],
+    t.TOPIC_SNAPSHOTS: [t.CLUSTER_ID, t.CAPTURED_AT, t.TOPIC_NAME, t.TOPIC_ID],
+    t.TOPIC_INCARNATIONS: [t.CLUSTER_ID, t.TOPIC_NAME, t.TOPIC_ID, "version"],
+}
+
+
+def _param(name: str) -> dict:
+    return {"$PARAMETER": name}
+
+
+def _meta(name: str) -> dict:
+    return {"name": name}
+
+
+def incarnation_expectations() -> list:
+    """The contract's gate list on ``topic_incarnations``."""
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
+
+    from topic_lineage.quality import custom_expectations as cx
+
+    is_current = Column("is_current") == True  # noqa: E712  (a GX Condition, not a Python test)
+    return [
+        gxe.ExpectCompoundColumnsToBeUnique(
+            column_list=[t.CLUSTER_ID, t.TOPIC_ID],
+            row_condition=is_current,
+            ignore_row_if="any_value_is_missing",  # topics without an ID yet are keyed by name
+            meta=_meta(LIVE_IDS_UNIQUE),
+            description="No two current rows share (cluster_id, topic_id): a live ID names one "
+            "topic per cluster.",
+        ),
+        gxe.ExpectCompoundColumnsToBeUnique(
+            column_list=[t.CLUSTER_ID, t.TOPIC_NAME],
+            row_condition=is_current,
+            meta=_meta(LIVE_NAMES_UNIQUE),
+            description="No two current rows share (cluster_id, topic_name): a live name is one "
+            "topic per cluster.",
+        ),
+        cx.ExpectDeletedTopicIdsNeverToComeBack(meta=_meta(DELETED_IDS_NEVER_COME_BACK)),
+        gxe.ExpectColumnValuesToMatchRegex(
+            column=t.TOPIC_ID,
+            regex=CANONICAL_PATTERN,
+            meta=_meta(IDS_CANONICAL),
+            description="topic_id is Kafka's canonical form: 22 URL-safe base64 characters "
+            "(NULL only while the cluster reported no ID).",
+        ),
+        gxe.ExpectColumnValuesToNotBeInSet(
+            column=t.TOPIC_ID,
+            value_set=sorted(RESERVED_IDS),
+            meta=_meta(IDS_NOT_RESERVED),
+            description="topic_id is never a reserved ID (ZERO_UUID means 'no ID', ONE_UUID is "
+            "__cluster_metadata).",
+        ),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="valid_to",
+            column_B="valid_from",
+            or_equal=False,
+            ignore_row_if="either_value_is_missing",  # open versions have no valid_to
+            meta=_meta(CLOSED_VERSIONS_END_AFTER_START),
+            description="valid_from < valid_to wherever a version is closed.",
+        ),
+        cx.ExpectOneCurrentRowPerLiveIncarnation(meta=_meta(ONE_CURRENT_ROW)),
+        cx.ExpectVersionsOfAnIncarnationNotToOverlap(meta=_meta(VERSIONS_DO_NOT_OVERLAP)),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="change_type",
+            value_set=list(t.CHANGE_TYPES),
+            meta=_meta(CHANGE_TYPES_KNOWN),
+            description="change_type is one of " + ", ".join(t.CHANGE_TYPES) + ".",
+        ),
+    ]
+
+
+def snapshot_run_expectations() -> list:
+    """Checks on ``snapshot_runs``: uniqueness, clock sanity, freshness, describe errors."""
+    import great_expectations.expectations as gxe
+
+    from topic_lineage.quality import custom_expectations as cx
+
+    return [
+        gxe.ExpectCompoundColumnsToBeUnique(
+            column_list=[t.CLUSTER_ID, t.CAPTURED_AT],
+            meta=_meta(SNAPSHOTS_UNIQUE),
+            description="One snapshot per (cluster_id, captured_at).",
+        ),
+        cx.ExpectNoSnapshotFromTheFuture(now=_param(NOW), meta=_meta(NO_SNAPSHOT_FROM_THE_FUTURE)),
+        cx.ExpectNewestCompleteSnapshotOfEachClusterToBeFresh(
+            now=_param(NOW),
+            max_age_seconds=_param(MAX_AGE_SECONDS),
+            meta=_meta(NEWEST_SNAPSHOT_FRESH),
+        ),
+        cx.ExpectErrorTopicShareOfEachSnapshotToBeAtMost(
+            max_share=_param(MAX_ERROR_SHARE), meta=_meta(ERROR_SHARE_BELOW_LIMIT)
+        ),
+    ]
+
+
+def topic_snapshot_expectations() -> list:
+    """Checks on ``topic_snapshots``: the observed IDs are canonical and never reserved."""
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToMatchRegex(
+            column=t.TOPIC_ID,
+            regex=CANONICAL_PATTERN,
+            meta=_meta(SNAPSHOT_IDS_CANONICAL),
+            description="Every observed topic_id is in Kafka's canonical form (or NULL).",
+        ),
+        gxe.ExpectColumnValuesToNotBeInSet(
+            column=t.TOPIC_ID,
+            value_set=sorted(RESERVED_IDS),
+            meta=_meta(SNAPSHOT_IDS_NOT_RESERVED),
+            description="No observed topic_id is a reserved ID (the store keeps NULL for 'no ID').",
+        ),
+    ]
+
+
+SUITE_BUILDERS = {
+    t.SNAPSHOT_RUNS: snapshot_run_expectations,
+    t.TOPIC_SNAPSHOTS: topic_snapshot_expectations,
+    t.TOPIC_INCARNATIONS: incarnation_expectations,
+}
+"""Suite name (= table name) -> its expectations. Validated in this order."""
+
+
+def expectation_names(table: str) -> list[str]:
+    """The ``meta.name`` of every expectation of a table's suite, in definition order."""
+    return [expectation.meta["name"] for expectation in SUITE_BUILDERS[table]()]
+
+
+def result_format(table: str) -> dict:
+    """COMPLETE results with the identifying columns of each offending row."""
+    return {
+        "result_format": "COMPLETE",
+        "unexpected_index_column_names": IDENTIFYING_COLUMNS[table],
+        "partial_unexpected_count": 20,
+    }
+
+
+def write_context() -> list[str]:
+    """(Re)write every suite, validation definition and checkpoint into the GX context.
+
+    Returns what was written. Used by ``python -m topic_lineage.quality.suites``.
+    """
+    import great_expectations as gx
+
+    from topic_lineage.quality import context as qc
+
+    ctx = qc.get_context()
+    datasource = ctx.data_sources.get(qc.DATASOURCE)
+    written = []
+    for table, build in SUITE_BUILDERS.items():
+        for name, store in (
+            (qc.checkpoint_name(table), ctx.checkpoints),
+            (qc.validation_definition_name(table), ctx.validation_definitions),
+            (table, ctx.suites),
+        ):
+            try:
+                store.delete(name)
+            except Exception:  # noqa: BLE001 - absent on first generation
+                pass
+        suite = ctx.suites.add(gx.ExpectationSuite(name=table, expectations=build()))
+        batch = datasource.get_asset(table).get_batch_definition(qc.BATCH_DEFINITION)
+        definition = ctx.validation_definitions.add(
+            gx.ValidationDefinition(name=qc.validation_definition_name(table), data=batch, suite=suite)
+        )
+        ctx.checkpoints.add(
+            gx.Checkpoint(
+                name=qc.checkpoint_name(table),
+                validation_definitions=[definition],
+                actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs")],
+                result_format=result_format(table),
+            )
+        )
+        written.append(table)
+    return written
+
+
+if __name__ == "__main__":  # pragma: no cover - maintenance entry point
+    for table in write_context():
+        print(f"wrote suite, validation definition and checkpoint for {table}")

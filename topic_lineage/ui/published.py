@@ -1,0 +1,141 @@
+"""The published version of the tables, held in an in-process DuckDB database for the UI.
+
+The page must not start a JVM per request, and must stay fast on large tables. So the Parquet
+files of the published version (``tables.versions_dir()/<version>/<table>/**/*.parquet``, the
+version named by ``tables.current_pointer()``) are loaded into DuckDB once per published
+version. Every request re-reads the pointer (a few bytes) and reloads only when it names a new
+version; because a publish replaces the pointer atomically and never touches a published
+directory, a request always sees one whole version, never a mix (R7).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from topic_lineage import tables
+from topic_lineage.errors import TopicLineageError
+
+log = logging.getLogger(__name__)
+
+# Spark DDL type -> DuckDB type. Timestamps are instants (UTC), so TIMESTAMPTZ.
+_DUCKDB_TYPES = {
+    "STRING": "VARCHAR",
+    "INT": "INTEGER",
+    "BIGINT": "BIGINT",
+    "BOOLEAN": "BOOLEAN",
+    "TIMESTAMP": "TIMESTAMPTZ",
+}
+
+
+class PublishedVersionError(TopicLineageError):
+    """The pointer names a version whose files are missing or unreadable."""
+
+
+def duckdb_columns(ddl: str) -> list[tuple[str, str]]:
+    """``(name, DuckDB type)`` for every column of a Spark DDL string from tables.py."""
+    columns = []
+    for part in ddl.split(","):
+        name, spark_type = part.split()[:2]
+        columns.append((name, _DUCKDB_TYPES[spark_type.upper()]))
+    return columns
+
+
+def current_version() -> str | None:
+    """Name of the published version, or ``None`` when nothing has been published yet."""
+    pointer = tables.current_pointer()
+    try:
+        text = pointer.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return text or None
+
+
+def table_files(version: str, table: str) -> list[Path]:
+    """The Parquet files of one table of one version, skipping hidden and ``_``-prefixed paths.
+
+    Writers (Spark, pyarrow) leave ``_SUCCESS``, ``.crc`` and ``_temporary`` entries beside the
+    data; those are never data.
+    """
+    root = tables.versions_dir() / version / table
+    if not root.is_dir():
+        return []
+    files = []
+    for path in sorted(root.rglob("*.parquet")):
+        relative = path.relative_to(root).parts
+        if any(part.startswith((".", "_")) for part in relative):
+            continue
+        files.append(path)
+    return files
+
+
+@dataclass(frozen=True)
+class Published:
+    """One loaded version: its name and a DuckDB connection holding its tables."""
+
+    version: str | None
+    connection: duckdb.DuckDBPyConnection
+    row_counts: dict[str, int]
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for one request (DuckDB cursors are per-thread)."""
+        return self.connection.cursor()
+
+
+def load(version: str | None) -> Published:
+    """Load every table of ``version`` (or empty tables when ``None``) into a new DuckDB db."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    counts = {}
+    if version is not None and not (tables.versions_dir() / version).is_dir():
+        raise PublishedVersionError(
+            f"the published version {version!r} named by {tables.current_pointer()} has no "
+            f"directory under {tables.versions_dir()}; re-run the build to publish a version"
+        )
+    for table, ddl in tables.TABLE_DDL.items():
+        columns = duckdb_columns(ddl)
+        files = table_files(version, table) if version is not None else []
+        if files:
+            select = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in columns)
+            try:
+                con.execute(
+                    f"CREATE TABLE {table} AS SELECT {select} "
+                    "FROM read_parquet(?, union_by_name = true, hive_partitioning = false)",
+                    [[str(f) for f in files]],
+                )
+            except duckdb.Error as exc:
+                raise PublishedVersionError(
+                    f"cannot read table {table} of published version {version!r}: {exc}"
+                ) from exc
+        else:
+            body = ", ".join(f'"{name}" {kind}' for name, kind in columns)
+            con.execute(f"CREATE TABLE {table} ({body})")
+        counts[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    log.info("loaded published version %s: %s", version, counts)
+    return Published(version=version, connection=con, row_counts=counts)
+
+
+class PublishedTables:
+    """The currently published version, reloaded when the pointer changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded: Published | None = None
+        self._home: Path | None = None
+
+    def get(self) -> Published:
+        version = current_version()
+        home = tables.home()
+        loaded = self._loaded
+        if loaded is not None and loaded.version == version and self._home == home:
+            return loaded
+        with self._lock:
+            loaded = self._loaded
+            if loaded is None or loaded.version != version or self._home != home:
+                loaded = load(version)
+                self._loaded, self._home = loaded, home
+            return loaded
