@@ -25,18 +25,19 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 if __package__ in (None, ""):  # run by spark-submit as a file
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import functions as F
 
-from spark_jobs import incarnations as inc  # noqa: E402
-from topic_lineage import tables as t  # noqa: E402
-from topic_lineage import warehouse as wh  # noqa: E402
-from topic_lineage.errors import TopicLineageError  # noqa: E402
+from spark_jobs import incarnations as inc
+from topic_lineage import tables as t
+from topic_lineage import warehouse as wh
+from topic_lineage.errors import TopicLineageError
+from topic_lineage.faults import fault_point
 
 log = logging.getLogger("topic_lineage.build")
 
@@ -48,8 +49,8 @@ def hold_policy(ratio: float | None = None, min_count: int | None = None) -> inc
     """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN``."""
     try:
         return inc.HoldPolicy(
-            ratio=float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, 0.5)),
-            min_count=int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, 5)),
+            ratio=float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, "0.5")),
+            min_count=int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, "5")),
         )
     except ValueError as exc:
         raise TopicLineageError(f"invalid mass-deletion hold threshold: {exc}") from None
@@ -174,7 +175,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
     new_files = sorted(set(files) - set(manifest["snapshot_files"])) if manifest else sorted(files)
 
     out.mkdir(parents=True)
-    now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     wh.write_manifest(version, {
         "version": version, "status": wh.BUILDING, "created_at": now,
         "base_version": manifest and base, "history": [{"status": wh.BUILDING, "at": now}],
@@ -228,6 +229,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
 
     try:
         _write(runs, out / t.SNAPSHOT_RUNS, files=1)
+        fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
         _write(incarnations, out / t.TOPIC_INCARNATIONS, files=_files_for(incarnations, mode))
         _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
     finally:
@@ -263,7 +265,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
 
 def _as_utc(value: datetime) -> datetime:
     # collect() returns naive datetimes in the driver's local zone.
-    return value.astimezone(timezone.utc) if value.tzinfo else value.astimezone().astimezone(timezone.utc)
+    return value.astimezone(UTC) if value.tzinfo else value.astimezone().astimezone(UTC)
 
 
 def _files_for(df, mode: str) -> int | None:
@@ -283,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from topic_lineage.spark import get_spark
 
-    spark = get_spark("topic-lineage-build")
+    # Takes effect when this process starts the JVM (python build.py); spark-submit sets its own.
+    memory = os.environ.get("TOPIC_LINEAGE_DRIVER_MEMORY", "2g")
+    spark = get_spark("topic-lineage-build", conf={"spark.driver.memory": memory})
     try:
         info = build_version(
             spark, args.version_id, args.full_refresh,

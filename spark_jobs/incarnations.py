@@ -54,7 +54,8 @@ STATE_DDL = (
     "topic_name STRING NOT NULL, resolved_id STRING, version_topic_id STRING, "
     "partition_count INT, replication_factor INT, is_internal BOOLEAN, "
     "incarnation_key STRING NOT NULL, version INT NOT NULL, version_valid_from TIMESTAMP NOT NULL, "
-    "change_type STRING NOT NULL, first_seen_at TIMESTAMP NOT NULL, deleted_at TIMESTAMP"
+    "change_type STRING NOT NULL, first_seen_at TIMESTAMP NOT NULL, deleted_at TIMESTAMP, "
+    "displaced_at TIMESTAMP"
 )
 
 # Runs as derive() takes them: the contract's snapshot_runs plus `authoritative`; `held` is NULL
@@ -233,6 +234,7 @@ def _observation_rows(store_rows: DataFrame, state: DataFrame) -> DataFrame:
         F.col(CHANGE_TYPE).alias("_seed_change_type"),
         F.col(FIRST_SEEN_AT).alias("_seed_first_seen_at"),
         F.col(DELETED_AT).alias("_seed_deleted_at"),
+        F.col("displaced_at").alias("_seed_displaced_at"),
     )
     return new.unionByName(seeds, allowMissingColumns=True)
 
@@ -258,10 +260,14 @@ def _resolve_identity(rows: DataFrame) -> DataFrame:
         F.when(tid.isNotNull(), F.col("_id_first_at") == F.col(t.CAPTURED_AT)), ignorenulls=True
     ).over(after)
     rows = rows.withColumn("_resolved_id", F.coalesce(last_id, F.when(next_id_is_new, next_id)))
-    return rows.withColumn(
+    rows = rows.withColumn(
         "_ident",
         F.when(F.col("_resolved_id").isNotNull(), F.concat(F.lit("id:"), F.col("_resolved_id")))
         .otherwise(F.concat(F.lit("name:"), F.col(t.TOPIC_NAME))),
+    )
+    # The next observation of the same name (still partitioned by name: no extra shuffle).
+    return rows.withColumn("_next_name_at", F.lead(t.CAPTURED_AT).over(w_name)).withColumn(
+        "_next_name_ident", F.lead("_ident").over(w_name)
     )
 
 
@@ -270,13 +276,11 @@ def _gaps(rows: DataFrame, completes: DataFrame) -> DataFrame:
     complete snapshots (`_c1`, `_c2`) and the first snapshot showing its name under another
     identity (`_displaced_at`). Only the last of an identity's seed rows has a real gap."""
     w_key = Window.partitionBy(t.CLUSTER_ID, "_ident").orderBy(t.CAPTURED_AT)
-    w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
     rows = (
         rows.withColumn("_prev_at", F.lag(t.CAPTURED_AT).over(w_key))
         .withColumn("_next_at", F.lead(t.CAPTURED_AT).over(w_key))
         .withColumn("_next_is_seed", F.lead("_is_seed").over(w_key))
-        .withColumn("_next_name_at", F.lead(t.CAPTURED_AT).over(w_name))
-        .withColumn("_next_name_ident", F.lead("_ident").over(w_name))
+        .withColumn("_is_name_last", F.col("_next_name_at").isNull())
     )
     has_gap = ~F.col("_is_seed") | F.col("_next_is_seed").isNull() | ~F.col("_next_is_seed")
 
@@ -297,7 +301,11 @@ def _gaps(rows: DataFrame, completes: DataFrame) -> DataFrame:
     return (
         rows.withColumn("_c1", in_gap("_c1_at"))
         .withColumn("_c2", in_gap("_c2_at"))
-        .withColumn("_displaced_at", F.when(name_taken, in_gap("_next_name_at")))
+        # A seed's earliest displacement may be an observation no longer in the input.
+        .withColumn("_displaced_at", F.coalesce(
+            F.when(F.col("_is_seed") & has_gap, F.col("_seed_displaced_at")),
+            F.when(name_taken, in_gap("_next_name_at")),
+        ))
         .drop("_c1_rank", "_c2_rank", "_c1_at", "_c2_at", "_next_name_at", "_next_name_ident")
     )
 
@@ -448,7 +456,9 @@ def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
         F.col("_version_change").alias(CHANGE_TYPE),
         FIRST_SEEN_AT,
         DELETED_AT,
-        "_ident",
+        F.col("_displaced_at").alias("displaced_at"),
+        "_next_at",
+        "_is_name_last",
     )
     carried = name_only_seeds.select(
         t.CLUSTER_ID,
@@ -464,18 +474,12 @@ def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
         F.col("_seed_change_type").alias(CHANGE_TYPE),
         F.col("_seed_first_seen_at").alias(FIRST_SEEN_AT),
         F.col("_seed_deleted_at").alias(DELETED_AT),
-        "_ident",
+        F.col("_seed_displaced_at").alias("displaced_at"),
+        "_is_name_last",
     )
-    candidates = derived.unionByName(carried)
-    newest_first = F.col(t.CAPTURED_AT).desc()
-    w_key = Window.partitionBy(t.CLUSTER_ID, "_ident").orderBy(newest_first)
-    w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(newest_first)
-    last = (
-        candidates.withColumn("_key_rank", F.row_number().over(w_key))
-        .withColumn("_name_rank", F.row_number().over(w_name))
-        .filter((F.col("_key_rank") == 1) | (F.col("_name_rank") == 1))
-    )
-    return _ddl_select(last, STATE_DDL)
+    # An identity's last observation has no next one; a name's last was flagged in _gaps.
+    return _ddl_select(derived.filter(F.col("_next_at").isNull() | F.col("_is_name_last")), STATE_DDL) \
+        .unionByName(_ddl_select(carried.filter(F.col("_is_name_last")), STATE_DDL))
 
 
 # --- merging an incremental result into the previous tables -----------------------------------

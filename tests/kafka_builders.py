@@ -154,7 +154,7 @@ class Batch:
     timestamp_ms: int
     records: list[Rec] = field(default_factory=list)
     control: bool = False
-    compression: int = 0  # 0 none, 1 gzip
+    compression: int = 0  # 0 none, 1 gzip, 4 zstd
 
     @property
     def last_offset(self) -> int:
@@ -173,6 +173,10 @@ def encode_batch(batch: Batch, partition_leader_epoch: int = 1) -> bytes:
     records = b"".join(encode_record(r, i) for i, r in enumerate(batch.records))
     if batch.compression == 1:
         records = gzip.compress(records)
+    elif batch.compression == 4:
+        import zstandard
+
+        records = zstandard.ZstdCompressor().compress(records)
     attributes = batch.compression | (0x20 if batch.control else 0)
     after_crc = struct.pack(
         ">hiqqqhii", attributes, len(batch.records) - 1, batch.timestamp_ms, batch.timestamp_ms,

@@ -7,17 +7,17 @@ contract schema from ``topic_lineage.tables``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from topic_lineage import tables as t
 from topic_lineage.topic_id import rfc4122
 
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 ALIAS = "prod-eu"
 ID_A = "b8tRS7h4TJ2Vt43Dp85v2A"
-ID_B = "c9uST8i5UK3Wu54Eq96w3B"
-ID_C = "d0vTU9j6VL4Xv65Fr07x4C"
+ID_B = "D5xNQ2CuVo-53xG1_JrJag"
+ID_C = "JS750iFNXXqKvQ9tkuvG0Q"
 
 
 def at(hours_before_now: float) -> datetime:

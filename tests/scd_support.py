@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from topic_lineage import tables as t
 from topic_lineage.snapshot import Snapshot, TopicObservation
@@ -11,7 +11,7 @@ from topic_lineage.topic_id import canonical, rfc4122
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 ALIAS = "prod-eu"
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def at(hours: float) -> datetime:
@@ -60,7 +60,7 @@ def key_for_id(topic_id: str, cluster: str = CLUSTER) -> str:
 
 
 def key_for_name(name: str, first_seen: datetime, cluster: str = CLUSTER) -> str:
-    stamp = first_seen.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    stamp = first_seen.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
     return hashlib.sha256(f"{cluster}\x1fname\x1f{name}\x1f{stamp}".encode()).hexdigest()[:32]
 
 

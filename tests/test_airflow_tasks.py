@@ -10,13 +10,12 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from topic_lineage import airflow_tasks as at
 
-UTC = timezone.utc
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)
 

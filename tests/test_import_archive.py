@@ -41,6 +41,7 @@ def archive(tmp_path):
                           (TopicObservation("orders", None, 3, 2, False),))],
                 root / "other" / "extra.jsonl")
     (root / "README.md").write_text("archived topic history\n")
+    (root / "prod" / "cluster.properties").write_text("# the production cluster\ncluster.alias=prod-eu\n")
     return root
 
 
@@ -65,6 +66,20 @@ def test_snapshots_between_returns_the_interval_only(archive):
         (OTHER, NOV_1 + timedelta(hours=12)), (OTHER, NOV_1 + DAY),
     ]  # T0 is NOV_1: the capture of Nov 1 00:00 is before the start
     assert all(s.authoritative for s in got if s.cluster_id == CLUSTER)
+    # cluster.properties names the alias of the metadata log below it; other files keep theirs
+    assert {(s.cluster_id, s.cluster_alias) for s in got} == {(CLUSTER, "prod-eu"),
+                                                              (OTHER, OTHER)}
+
+
+def test_cluster_properties_override_the_arguments(archive):
+    (archive / "other" / "cluster.properties").write_text("cluster.alias=legacy\n")
+    got = snapshots_between(archive, NOV_1, NOV_1 + 3 * DAY, cluster_alias="ignored")
+    aliases = {(s.cluster_id, s.cluster_alias) for s in got}
+    # the JSONL file carries its own alias; the captures take the nearest cluster.properties
+    assert aliases == {(CLUSTER, "prod-eu"), (OTHER, "legacy"), (OTHER, OTHER)}
+    (archive / "other" / "cluster.properties").write_text("alias legacy\n")
+    with pytest.raises(ArchiveError, match=r"cluster.properties:1: expected cluster.id"):
+        snapshots_between(archive, NOV_1, NOV_1 + 3 * DAY)
 
 
 def test_ingest_between_stores_with_each_format_as_source(tl_home, archive):

@@ -120,9 +120,10 @@ def test_import_stores_authoritative_snapshots_once(tl_home, log_dir):
     assert (again.stored, again.unchanged) == (0, 5)
 
 
-def test_segments_split_across_files_and_gzip_batches(tmp_path):
+@pytest.mark.parametrize("codec", [1, 4], ids=["gzip", "zstd"])
+def test_segments_split_across_files_and_compressed_batches(tmp_path, codec):
     batches = history()
-    batches[5].compression = 1  # gzip
+    batches[1].compression = batches[5].compression = codec
     (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_log(batches[:4]))
     (tmp_path / kb.segment_name(10)).write_bytes(kb.encode_log(batches[4:]))
     snapshots = read_files("kraft-log", [tmp_path], cluster_id=CLUSTER)
@@ -288,3 +289,25 @@ def test_cli_import_and_one_line_error(tl_home, log_dir, capsys):
     assert main(["import", "--format", "nope", str(log_dir)]) == 2
     err = capsys.readouterr().err
     assert "unknown import format 'nope'" in err and "kraft-log" in err and "kafka-topics" in err
+
+
+def test_a_checkpoint_bridges_a_gap_between_segments(tmp_path):
+    """Offsets 5..11 are gone, but the snapshot at 12 holds the state they produced."""
+    batches = history()
+    (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_log(batches[:2]))
+    checkpoint = [
+        kb.Batch(0, T0 + 9999, [kb.snapshot_header(T0 + 4500)], control=True),
+        kb.Batch(1, T0 + 9999, [kb.Rec(kb.topic_record("orders", ORDERS_1))]
+                 + [kb.Rec(kb.partition_record(ORDERS_1, p, [1, 2, 3])) for p in range(4)]
+                 + [kb.Rec(kb.topic_record("payments", PAYMENTS)),
+                    kb.Rec(kb.partition_record(PAYMENTS, 0, [2, 3]))]),
+    ]
+    (tmp_path / kb.checkpoint_name(12)).write_bytes(kb.encode_log(checkpoint))
+    (tmp_path / kb.segment_name(12)).write_bytes(kb.encode_log(batches[6:]))
+    snapshots = read_files("kraft-log", [tmp_path], cluster_id=CLUSTER)
+    assert [(s.captured_at, sorted(state(s))) for s in snapshots] == [
+        (at(T0 + 1000), ["orders"]),
+        (at(T0 + 4500), ["orders", "payments"]),
+        (at(T0 + 5000), ["payments"]),
+        (at(T0 + 6000), ["orders", "payments"]),
+    ]

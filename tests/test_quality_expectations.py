@@ -1,8 +1,13 @@
 """Each expectation of the quality gate, with a passing and a failing case side by side.
 
-Every case is a small table in the contract schema, validated by the real GX checkpoint of its
+Every case is a few rows in the contract schema, validated by the real GX checkpoint of its
 table (Spark, the stored suites in ``expectations/``). A failing case asserts the exact set of
 expectations that fail, so a check that is too broad (or too narrow) is caught too.
+
+Validation runs cost seconds each, so the cases of one table are validated together: each case
+gets its own cluster ID (all checks are per cluster), all passing cases form one table that
+must pass whole, all failing cases another, and each failure is attributed to a case by the
+cluster of its offending rows.
 """
 
 from __future__ import annotations
@@ -41,6 +46,45 @@ def failed(spark, table: str, rows: list[dict], config: GateConfig = DEFAULT) ->
     )
     assert result.evaluated == len(s.expectation_names(table))
     return set(result.failed_names)
+
+
+def in_own_cluster(case: str, rows: list[dict]) -> list[dict]:
+    """The rows of one case moved to clusters of their own (keys stay unique across cases)."""
+    moved = []
+    for row in rows:
+        row = dict(row, cluster_id=f"case-{case}~{row[t.CLUSTER_ID]}")
+        if "incarnation_key" in row:
+            row["incarnation_key"] = f"case-{case}/{row['incarnation_key']}"
+        moved.append(row)
+    return moved
+
+
+def failures_by_case(spark, table: str, cases: dict) -> tuple[dict, set]:
+    """Validate every case's passing rows together, then every case's failing rows together.
+
+    Returns (case -> names failed by its failing rows, names failed by all passing rows).
+    """
+    good = [row for case, (ok, _) in cases.items() for row in in_own_cluster(case, ok)]
+    bad = [row for case, (_, ko) in cases.items() for row in in_own_cluster(case, ko)]
+    passing = validate_frames(spark, {table: frame(spark, table, good)}, version="cases-ok",
+                              config=DEFAULT, now=NOW, sample_rows=1000)
+    failing = validate_frames(spark, {table: frame(spark, table, bad)}, version="cases-bad",
+                              config=DEFAULT, now=NOW, sample_rows=1000)
+    assert passing.evaluated == failing.evaluated == len(s.expectation_names(table))
+    by_case: dict[str, set] = {case: set() for case in cases}
+    for failure in failing.failures:
+        assert failure.rows, f"{failure.name} failed without offending rows"
+        for row in failure.rows:
+            by_case[row[t.CLUSTER_ID].removeprefix("case-").split("~")[0]].add(failure.name)
+    return by_case, set(passing.failed_names)
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory):
+    """One TOPIC_LINEAGE_HOME for the batched case runs of this module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path_factory.mktemp("quality-cases")))
+        yield
 
 
 def closed(**overrides) -> dict:
@@ -120,26 +164,32 @@ INCARNATION_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(INCARNATION_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_incarnation_expectation_passes_and_fails(spark, tl_home, name):
-    """Each gate-list invariant on topic_incarnations: healthy rows pass, a violation fails
-    exactly that expectation."""
-    passing, failing = INCARNATION_CASES[name]
-    assert failed(spark, t.TOPIC_INCARNATIONS, passing) == set()
-    assert failed(spark, t.TOPIC_INCARNATIONS, failing) == {name}
-
-
-def test_valid_from_at_or_after_deletion_is_a_comeback(spark, tl_home):
-    """A version opening at/after its incarnation's deleted_at fails 'deleted topic IDs never
-    come back' even when it is not labelled `reappeared`."""
-    ok = [closed(valid_to=at(10), deleted_at=at(10))]
-    back = [
+INCARNATION_CASES[s.DELETED_IDS_NEVER_COME_BACK + "#unlabelled"] = (
+    [closed(valid_to=at(10), deleted_at=at(10))],
+    [  # a version opening at the deletion instant, though not labelled `reappeared`
         closed(valid_to=at(10), deleted_at=at(10)),
         closed(version=2, change_type="attributes_changed", valid_from=at(10), valid_to=at(9),
                deleted_at=at(10)),
-    ]
-    assert failed(spark, t.TOPIC_INCARNATIONS, ok) == set()
-    assert s.DELETED_IDS_NEVER_COME_BACK in failed(spark, t.TOPIC_INCARNATIONS, back)
+    ],
+)
+
+
+def expected_name(case: str) -> str:
+    return case.split("#")[0]
+
+
+@pytest.fixture(scope="module")
+def incarnation_verdicts(spark, module_home):
+    return failures_by_case(spark, t.TOPIC_INCARNATIONS, INCARNATION_CASES)
+
+
+@pytest.mark.parametrize("case", list(INCARNATION_CASES), ids=lambda n: n.replace(" ", "-"))
+def test_incarnation_expectation_passes_and_fails(incarnation_verdicts, case):
+    """Each gate-list invariant on topic_incarnations: healthy rows pass, a violation fails
+    exactly that expectation."""
+    by_case, failed_on_passing_rows = incarnation_verdicts
+    assert failed_on_passing_rows == set()
+    assert by_case[case] == {expected_name(case)}
 
 
 # --- snapshot_runs --------------------------------------------------------------------------------
@@ -166,12 +216,17 @@ RUN_CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def run_verdicts(spark, module_home):
+    return failures_by_case(spark, t.SNAPSHOT_RUNS, RUN_CASES)
+
+
 @pytest.mark.parametrize("name", list(RUN_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_snapshot_run_expectation_passes_and_fails(spark, tl_home, name):
+def test_snapshot_run_expectation_passes_and_fails(run_verdicts, name):
     """Each invariant on snapshot_runs: healthy runs pass, a violation fails exactly it."""
-    passing, failing = RUN_CASES[name]
-    assert failed(spark, t.SNAPSHOT_RUNS, passing) == set()
-    assert failed(spark, t.SNAPSHOT_RUNS, failing) == {name}
+    by_case, failed_on_passing_rows = run_verdicts
+    assert failed_on_passing_rows == set()
+    assert by_case[name] == {name}
 
 
 def test_freshness_is_judged_per_cluster(spark, tl_home):
@@ -217,17 +272,22 @@ SNAPSHOT_CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def snapshot_verdicts(spark, module_home):
+    return failures_by_case(spark, t.TOPIC_SNAPSHOTS, SNAPSHOT_CASES)
+
+
 @pytest.mark.parametrize("name", list(SNAPSHOT_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_topic_snapshot_expectation_passes_and_fails(spark, tl_home, name):
+def test_topic_snapshot_expectation_passes_and_fails(snapshot_verdicts, name):
     """Observed IDs are canonical and never reserved."""
-    passing, failing = SNAPSHOT_CASES[name]
-    assert failed(spark, t.TOPIC_SNAPSHOTS, passing) == set()
-    assert failed(spark, t.TOPIC_SNAPSHOTS, failing) == {name}
+    by_case, failed_on_passing_rows = snapshot_verdicts
+    assert failed_on_passing_rows == set()
+    assert by_case[name] == {name}
 
 
 def test_every_expectation_has_a_case():
     """No expectation of any suite is left without a passing and a failing case here."""
-    covered = set(INCARNATION_CASES) | set(RUN_CASES) | set(SNAPSHOT_CASES)
+    covered = {expected_name(case) for case in (*INCARNATION_CASES, *RUN_CASES, *SNAPSHOT_CASES)}
     every = {name for table in t.TABLES for name in s.expectation_names(table)}
     assert covered == every
 

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
-
 from scd_support import (
-    ALIAS, CLUSTER, at, derive, expected_frame, key_for_id, key_for_name, snap, tid, topic, version,
+    ALIAS,
+    CLUSTER,
+    at,
+    derive,
+    expected_frame,
+    key_for_id,
+    key_for_name,
+    snap,
+    tid,
+    topic,
+    version,
 )
+
 from spark_jobs.incarnations import HoldPolicy
 from topic_lineage import tables as t
 
@@ -46,7 +56,7 @@ def test_changed_attributes_open_new_versions(spark):
         snap(3, topic("orders", X, partitions=6, rf=2)),
         snap(4, topic("orders", X, partitions=6, rf=2, internal=True)),
     ])
-    k, seen = key_for_id(X), dict(first_seen=at(0), last_seen=at(4))
+    k, seen = key_for_id(X), {"first_seen": at(0), "last_seen": at(4)}
     expected = [
         version(k, "orders", X, 1, "created", at(0), at(1), partitions=3, **seen),
         version(k, "orders", X, 2, "attributes_changed", at(1), at(3), partitions=6, **seen),
@@ -60,7 +70,7 @@ def test_changed_attributes_open_new_versions(spark):
 def test_same_id_under_new_name_is_renamed(spark):
     """An ID seen under another name is the same incarnation, new version `renamed`."""
     actual = incarnations(spark, [snap(0, topic("orders", X)), snap(1, topic("orders-v2", X))])
-    k, seen = key_for_id(X), dict(first_seen=at(0), last_seen=at(1))
+    k, seen = key_for_id(X), {"first_seen": at(0), "last_seen": at(1)}
     expected = [
         version(k, "orders", X, 1, "created", at(0), at(1), **seen),
         version(k, "orders-v2", X, 2, "renamed", at(1), None, **seen),
@@ -133,7 +143,8 @@ def test_delete_and_recreate_between_two_snapshots(spark, complete):
 SIX = [topic(f"t{i}", tid(10 + i)) for i in range(6)]
 
 
-def _six_rows(current: bool, deleted=None, last_seen=at(0)):
+def _six_rows(current: bool, deleted=None, last_seen=None):
+    last_seen = last_seen or at(0)
     return [
         version(key_for_id(tid(10 + i)), f"t{i}", tid(10 + i), 1, "created", at(0),
                 None if current else deleted, first_seen=at(0), last_seen=last_seen,
@@ -168,9 +179,9 @@ def test_held_snapshot_released_when_topics_return(spark):
 
 @pytest.mark.parametrize(
     "policy, held",
-    [(HoldPolicy(ratio=0.5, min_count=7), False), (HoldPolicy(ratio=0.9, min_count=5), True),
-     (HoldPolicy(ratio=0.95, min_count=2), True)],
-    ids=["min-above-count", "ratio-below-share", "low-min"],
+    [(HoldPolicy(), True), (HoldPolicy(ratio=0.5, min_count=7), False),
+     (HoldPolicy(ratio=0.9, min_count=5), True)],
+    ids=["default", "min-above-count", "ratio-above-share"],
 )
 def test_hold_thresholds_are_configurable(spark, policy, held):
     """R3 thresholds: 6 of 6 closing is held unless the minimum exceeds 6; 5 of 6 (83 %) is not
@@ -198,7 +209,7 @@ def test_id_less_topic_keyed_by_name_until_id_assigned(spark):
         snap(2, topic("orders", X, partitions=6)),
         snap(3, topic("orders", X, partitions=6)),
     ])
-    k, seen = key_for_name("orders", at(0)), dict(first_seen=at(0), last_seen=at(3))
+    k, seen = key_for_name("orders", at(0)), {"first_seen": at(0), "last_seen": at(3)}
     expected = [
         version(k, "orders", None, 1, "created", at(0), at(1), **seen),
         version(k, "orders", None, 2, "attributes_changed", at(1), at(2), partitions=6, **seen),
@@ -223,7 +234,7 @@ def test_id_seen_after_deletion_is_recorded_as_reappeared(spark):
     """R6: an ID seen after its deleted_at gets a `reappeared` version; deleted_at stays so the
     quality gate refuses the build."""
     actual = incarnations(spark, [snap(0, topic("orders", X)), snap(1), snap(2, topic("orders", X))])
-    k, seen = key_for_id(X), dict(first_seen=at(0), last_seen=at(2), deleted=at(1))
+    k, seen = key_for_id(X), {"first_seen": at(0), "last_seen": at(2), "deleted": at(1)}
     expected = [
         version(k, "orders", X, 1, "created", at(0), at(1), **seen),
         version(k, "orders", X, 2, "reappeared", at(2), None, **seen),
@@ -249,9 +260,9 @@ def test_clusters_are_isolated(spark):
         snap(2, *SIX[:5]),  # t5 deleted in CLUSTER (1 of 6: not held)
     ]
     runs = derive(spark, history).snapshot_runs.select(t.CLUSTER_ID, t.CAPTURED_AT, t.HELD)
-    assertDataFrameEqual(runs, [
+    assertDataFrameEqual(runs, spark.createDataFrame([
         (CLUSTER, at(0), False), (CLUSTER, at(2), False), (other, at(0), False), (other, at(1), True),
-    ], checkRowOrder=False)
+    ], "cluster_id STRING, captured_at TIMESTAMP, held BOOLEAN"))
     actual = incarnations(spark, history).select(
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.TOPIC_NAME, "incarnation_key", "deleted_at", "is_current"
     )
@@ -259,4 +270,6 @@ def test_clusters_are_isolated(spark):
         (CLUSTER, ALIAS, f"t{i}", key_for_id(tid(10 + i)), at(2) if i == 5 else None, i != 5)
         for i in range(6)
     ] + [(other, "dr", f"t{i}", key_for_id(tid(10 + i), other), None, True) for i in range(6)]
-    assertDataFrameEqual(actual, expected)
+    schema = ("cluster_id STRING, cluster_alias STRING, topic_name STRING, incarnation_key STRING, "
+              "deleted_at TIMESTAMP, is_current BOOLEAN")
+    assertDataFrameEqual(actual, spark.createDataFrame(expected, schema))

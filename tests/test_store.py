@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -48,6 +48,18 @@ def test_save_writes_one_partitioned_file_and_reads_back(tl_home):
     [run] = store.read_runs("prod")
     assert run[t.CLUSTER_ID] == "lkc/x y" and run[t.TOPIC_COUNT] == 1 and run[t.SOURCE] == "live"
     assert store.read_runs("other") == []
+
+
+def test_same_instant_in_another_time_zone_is_the_same_file(tl_home):
+    """The date partition is the UTC date, so a non-UTC timestamp cannot dodge the duplicate
+    check (00:30 at +01:00 is 23:30 UTC the day before)."""
+    local = datetime(2026, 11, 1, 0, 30, tzinfo=timezone(timedelta(hours=1)))
+    utc_twin = local.astimezone(UTC)
+    assert store.snapshot_path("c1", local) == store.snapshot_path("c1", utc_twin)
+    assert "/date=2026-10-31/" in store.snapshot_path("c1", local).as_posix()
+    store.save(snap(local))
+    assert store.save(snap(utc_twin)).unchanged == 1
+    assert len(store.snapshot_files()) == 1
 
 
 def test_no_temporary_file_is_left_or_listed(tl_home):

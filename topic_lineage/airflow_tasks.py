@@ -351,7 +351,10 @@ def ingest_archive(
 
     if start is None or end is None:
         return []
-    found = [s for s in snapshots_between(archive_dir, start, end) if s.cluster_alias == spec.alias]
+    found = [
+        s for s in snapshots_between(archive_dir, start, end, cluster_alias=spec.alias)
+        if s.cluster_alias == spec.alias
+    ]
     found.sort(key=lambda s: s.captured_at)
     if not found:
         return []

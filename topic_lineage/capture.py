@@ -288,7 +288,7 @@ class _Capture:
                 error = exc.args[0]
                 answered &= not _is_local(error)
                 results[name] = TopicObservation(name, None, None, None, None, _error_name(error))
-                log.info("describe %s failed: %s", name, client_error_text(exc, self.user_config))
+                log.debug("describe %s failed: %s", name, client_error_text(exc, self.user_config))
                 continue
             results[name] = observation_from_description(name, description)
         if answered and batch:  # a broker answered: any earlier "all brokers down" is over

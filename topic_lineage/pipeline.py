@@ -6,11 +6,13 @@ separate tasks (``spark_jobs/build.py``, the quality gate, :func:`topic_lineage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.faults import fault_point
 
 Validator = Callable[[Any, str], Any]
 """``validate(spark, version)`` -> a result with ``success`` (bool) and a ``str()`` naming the
@@ -56,6 +58,7 @@ def run_build(
 
     info = build_version(spark, version_id, full_refresh, policy=policy)
     version = info.version
+    fault_point("validate")  # fault suite: written, not yet validated (topic_lineage/faults.py)
     validated = False
     # --- quality gate: between the write and the publish ------------------------------------
     if validate is not None:

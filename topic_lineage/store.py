@@ -14,7 +14,7 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -62,7 +62,8 @@ def snapshot_path(cluster_id: str, captured_at: datetime) -> Path:
     return (
         t.snapshots_dir()
         / t.cluster_partition(cluster_id)
-        / f"date={captured_at.strftime('%Y-%m-%d')}"
+        # The UTC date: the same instant given in another time zone is the same file.
+        / f"date={captured_at.astimezone(timezone.utc).strftime('%Y-%m-%d')}"
         / t.snapshot_file_name(compact_timestamp(captured_at))
     )
 

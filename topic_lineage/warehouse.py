@@ -25,12 +25,14 @@ import logging
 import os
 import shutil
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.faults import fault_point
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ def init_sql_path() -> Path:
 
 def new_version_id() -> str:
     """A version name that sorts by creation time."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return f"v{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:6]}"
 
 
@@ -106,7 +108,7 @@ def set_status(version: str, status: str, **extra: Any) -> dict:
     manifest = read_manifest(version)
     manifest["status"] = status
     manifest.setdefault("history", []).append(
-        {"status": status, "at": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")}
+        {"status": status, "at": datetime.now(UTC).isoformat().replace("+00:00", "Z")}
     )
     manifest.update(extra)
     write_manifest(version, manifest)
@@ -204,6 +206,7 @@ def publish(version: str, *, keep: int | None = None) -> str | None:
             handle.write(version + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+        fault_point("publish")  # fault suite: pointer written, not renamed (topic_lineage/faults.py)
         os.replace(tmp, pointer)
         dir_fd = os.open(pointer.parent, os.O_RDONLY)
         try:

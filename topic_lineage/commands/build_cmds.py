@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hold-ratio", type=float, help="R3: hold a snapshot closing more than this share "
                    "of live incarnations (default 0.5)")
     p.add_argument("--hold-min", type=int, help="R3: ... and at least this many (default 5)")
+    from topic_lineage.commands.quality_cmds import add_gate_options
+
+    add_gate_options(p)  # quality gate thresholds (--max-age, --max-error-share)
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("publish", help="publish a built version (switch readers to it atomically)")
@@ -53,9 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _validator(args):
     if args.no_validate:
         return None
+    from functools import partial
+
+    from topic_lineage.commands.quality_cmds import gate_options
     from topic_lineage.quality.gate import validate_version
 
-    return validate_version
+    return partial(validate_version, **gate_options(args))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -73,6 +79,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     finally:
         spark.stop()
     print(result)
+    if result.validated:
+        from topic_lineage.quality.context import overview_page
+
+        print(f"quality gate passed; Data Docs: {overview_page()}")
     return 0
 
 

@@ -35,7 +35,8 @@ class DemoRun:
 
 def step_create_topics(run: DemoRun) -> None:
     run.broker.create_topics(FIRST_TOPICS)
-    run.say("created " + ", ".join(f"{name} ({n} partitions)" for name, n in FIRST_TOPICS))
+    run.say("created " + ", ".join(
+        f"{name} ({n} partition{'s' if n != 1 else ''})" for name, n in FIRST_TOPICS))
 
 
 def step_capture(run: DemoRun) -> None:

@@ -10,6 +10,11 @@ An *archive location* is a directory (searched recursively) of files in any supp
   ``kafka-dump-log.sh --cluster-metadata-decoder`` dump).
 
 Other files (``*.index``, ``*.timeindex``, ``meta.properties``, READMEs, ...) are ignored.
+
+A ``cluster.properties`` file (``cluster.id=...``, ``cluster.alias=...``) in a directory of the
+archive names the cluster of every file below it that does not name its own (a kafka-topics
+header wins over it; it wins over the ``cluster_id`` / ``cluster_alias`` arguments and, for
+metadata logs, over ``meta.properties``), so one archive can hold several clusters.
 :func:`snapshots_between` returns the snapshots captured in ``[start, end)``; an unreadable
 archive file is an error naming it (a backfill must not silently skip history).
 """
@@ -64,8 +69,41 @@ def classify(path: Path) -> str | None:
     return None
 
 
-def _collect(archive_dir: Path, start: datetime, end: datetime, cluster_id: str | None,
-             cluster_alias: str | None) -> list[tuple[str, Snapshot]]:
+CLUSTER_PROPERTIES = "cluster.properties"
+
+
+def _cluster_properties(path: Path) -> dict[str, str]:
+    values = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArchiveError(f"{path}: cannot read ({exc})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or key.strip() not in ("cluster.id", "cluster.alias") or not value.strip():
+            raise ArchiveError(f"{path}:{number}: expected cluster.id=... or cluster.alias=...")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def _identity_for(path: Path, root: Path, cluster_id: str | None,
+                  cluster_alias: str | None) -> tuple[str | None, str | None]:
+    """Cluster ID and alias for a file: the nearest cluster.properties, else the arguments."""
+    for directory in [path.parent, *path.parent.parents]:
+        candidate = directory / CLUSTER_PROPERTIES
+        if candidate.is_file():
+            values = _cluster_properties(candidate)
+            return (values.get("cluster.id", cluster_id),
+                    values.get("cluster.alias", cluster_alias))
+        if directory == root:
+            break
+    return cluster_id, cluster_alias
+
+
+def _collect(archive_dir: Path, start: datetime, end: datetime, default_id: str | None,
+             default_alias: str | None) -> list[tuple[str, Snapshot]]:
     from topic_lineage.importers import kafka_topics, kraft_log
     from topic_lineage.snapshot import read_jsonl
 
@@ -76,6 +114,7 @@ def _collect(archive_dir: Path, start: datetime, end: datetime, cluster_id: str 
     kraft_dirs: dict[Path, list[Path]] = defaultdict(list)
     for path in sorted(p for p in archive_dir.rglob("*") if p.is_file()):
         fmt = classify(path)
+        cluster_id, cluster_alias = _identity_for(path, archive_dir, default_id, default_alias)
         if fmt == "jsonl":
             found.extend(("jsonl", s) for s in read_jsonl(path) if wanted(s.captured_at))
         elif fmt == "kafka-topics":
@@ -93,6 +132,8 @@ def _collect(archive_dir: Path, start: datetime, end: datetime, cluster_id: str 
         elif fmt == "kraft-log":
             kraft_dirs[path.parent].append(path)
     for _directory, files in sorted(kraft_dirs.items()):
+        cluster_id, cluster_alias = _identity_for(files[0], archive_dir, default_id,
+                                                  default_alias)
         cluster = resolve_cluster_id(cluster_id, files)
         snaps = kraft_log.load(files, text=False, cluster_id=cluster,
                                cluster_alias=cluster_alias or cluster)

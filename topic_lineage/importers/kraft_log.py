@@ -32,6 +32,7 @@ Where the facts come from (apache/kafka):
 from __future__ import annotations
 
 import json
+import logging
 import mmap
 import os
 import re
@@ -63,6 +64,9 @@ _KNOWN_VERSIONS = {TOPIC_RECORD: 0, PARTITION_RECORD: 2, PARTITION_CHANGE_RECORD
                    REMOVE_TOPIC_RECORD: 0}
 
 SNAPSHOT_HEADER_CONTROL_TYPE = 3
+
+log = logging.getLogger(__name__)
+_WARNED: set[tuple[int, int]] = set()
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _CHECKPOINT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -280,6 +284,11 @@ def _parse_metadata_record(value: bytes, offset: int, timestamp_ms: int,
     if api_key not in _KNOWN_VERSIONS:
         return None  # brokers, configs, features, ...: not part of a topic's history
     newer = version > _KNOWN_VERSIONS[api_key]
+    if newer and (api_key, version) not in _WARNED:
+        _WARNED.add((api_key, version))
+        log.warning("%s: metadata record type %d version %d is newer than this reader knows "
+                    "(%d); reading its leading fields only", location, api_key, version,
+                    _KNOWN_VERSIONS[api_key])
     # Kafka only appends fields to newer versions, so the leading fields read the same; the
     # remainder of a version newer than ours is not checked.
     if api_key == TOPIC_RECORD:
@@ -578,8 +587,9 @@ def _parse_dump_lines(lines: Iterable[str], label: str) -> list[LogSource]:
                 f"kafka-dump-log reported a damaged file: {stripped!r}; nothing was imported",
                 location=location)
         elif line.startswith("offset: "):
-            raise MetadataLogError("record batch magic < 2; the metadata log uses magic 2",
-                                   location=location)
+            raise MetadataLogError(
+                "an index dump or a pre-v2 record batch; dump the *.log / *.checkpoint files of "
+                "__cluster_metadata with --cluster-metadata-decoder", location=location)
         else:
             raise MetadataLogError(f"unrecognised line: {stripped[:80]!r}", location=location)
     for src in sources:

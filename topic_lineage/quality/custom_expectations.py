@@ -15,7 +15,9 @@ Imports Great Expectations: import this only inside tasks and commands.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+# GX validates expectation fields with pydantic v1; keep typing.Union in field annotations.
+# ruff: noqa: UP007
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Union
 
 import great_expectations.expectations as gxe
@@ -89,7 +91,7 @@ def _utc_literal(value: Any) -> str:
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     if moment.tzinfo is None:
         raise ValueError(f"timestamp {value!r} has no time zone; give it in UTC")
-    moment = moment.astimezone(timezone.utc)
+    moment = moment.astimezone(UTC)
     return "TIMESTAMP '" + moment.strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
 
 

@@ -23,7 +23,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -53,7 +53,7 @@ class QualityGateFailed(TopicLineageError):
 
     exit_code = 1
 
-    def __init__(self, result: "GateResult"):
+    def __init__(self, result: GateResult):
         self.result = result
         super().__init__(result.report())
 
@@ -89,7 +89,7 @@ class GateConfig:
     max_error_share: float = DEFAULT_MAX_ERROR_SHARE
 
     @classmethod
-    def from_env(cls) -> "GateConfig":
+    def from_env(cls) -> GateConfig:
         age = os.environ.get(MAX_AGE_ENV)
         share = os.environ.get(MAX_ERROR_SHARE_ENV)
         return cls(
@@ -128,7 +128,7 @@ class GateResult:
     outcomes: list[Outcome] = field(default_factory=list)
     detail_pages: dict[str, str] = field(default_factory=dict)
     """Table -> URL of its Great Expectations validation page for this run."""
-    config: "GateConfig | None" = None
+    config: GateConfig | None = None
     validated_at: datetime | None = None
     seconds: float = 0.0
 
@@ -143,14 +143,13 @@ class GateResult:
     def report(self) -> str:
         """The verdict in words: what failed, on which rows, and where the details are."""
         if self.success:
-            lines = [
-                f"quality gate PASSED for version {self.version}: "
-                f"{self.evaluated} expectation(s) met"
-            ]
+            lines = [f"quality gate PASSED for version {self.version}: {self.evaluated} expectation(s) met"]
         else:
             lines = [
-                f"quality gate FAILED for version {self.version}: "
-                f"{len(self.failures)} of {self.evaluated} expectation(s) not met"
+                (
+                    f"quality gate FAILED for version {self.version}: "
+                    f"{len(self.failures)} of {self.evaluated} expectation(s) not met"
+                )
             ]
             for failure in self.failures:
                 count = "" if failure.unexpected_count is None else f" ({failure.unexpected_count} row(s))"
@@ -237,17 +236,17 @@ def validate_frames(
     from topic_lineage.quality import suites
 
     config = config or GateConfig.from_env()
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if now.tzinfo is None:
         raise GateError(f"'now' must be an aware UTC datetime, got {now!r}")
     parameters = {
-        suites.NOW: now.astimezone(timezone.utc).isoformat(),
+        suites.NOW: now.astimezone(UTC).isoformat(),
         suites.MAX_AGE_SECONDS: None if config.max_age is None else config.max_age.total_seconds(),
         suites.MAX_ERROR_SHARE: config.max_error_share,
     }
     started = time.monotonic()
     ctx = qc.get_context()
-    validated_at = datetime.now(timezone.utc)
+    validated_at = datetime.now(UTC)
     run_id = RunIdentifier(run_name=version, run_time=validated_at)
     outcomes: list[Outcome] = []
     detail_pages: dict[str, str] = {}

@@ -33,6 +33,9 @@ th, td { border: 1px solid #c9d1da; padding: 4px 8px; vertical-align: top; text-
 th { background: #eef2f6; }
 table.rows td, table.rows th { font-family: ui-monospace, monospace; font-size: 0.85em; }
 .muted { color: #57606a; }
+td.status { white-space: nowrap; }
+td.name { min-width: 14em; font-weight: 600; }
+td.meaning { min-width: 22em; max-width: 34em; }
 """
 
 
@@ -58,7 +61,8 @@ def _as_record(result) -> dict:
         "success": result.success,
         "validated_at": result.validated_at,
         "seconds": round(result.seconds, 2),
-        "max_age": None if config is None or config.max_age is None else str(config.max_age),
+        "max_age": None if config is None or config.max_age is None
+        else f"{config.max_age.total_seconds() / 3600:g} h",
         "max_error_share": None if config is None else config.max_error_share,
         "detail_pages": result.detail_pages,
         "outcomes": [o._asdict() for o in result.outcomes],
@@ -118,11 +122,15 @@ def _latest(record: dict) -> list[str]:
     age = record.get("max_age") or "off (freshness not checked)"
     out = [
         f"<h2>Latest run: version {html.escape(record['version'])}</h2>",
-        f'<p><span class="verdict {state}">{_verdict(record["success"])}</span> '
-        f"&nbsp;{len(outcomes) - len(failed)} of {len(outcomes)} expectations met</p>",
-        f'<p class="muted">validated at {html.escape(str(record["validated_at"]))} in '
-        f'{record["seconds"]} s; maximum snapshot age: {html.escape(age)}; maximum error-topic '
-        f'share: {record.get("max_error_share")}</p>',
+        (
+            f'<p><span class="verdict {state}">{_verdict(record["success"])}</span> '
+            f"&nbsp;{len(outcomes) - len(failed)} of {len(outcomes)} expectations met</p>"
+        ),
+        (
+            f'<p class="muted">validated at {html.escape(str(record["validated_at"]))} in '
+            f'{record["seconds"]} s; maximum snapshot age: {html.escape(age)}; maximum '
+            f'error-topic share: {record.get("max_error_share")}</p>'
+        ),
     ]
     tables: dict[str, list[dict]] = {}
     for outcome in outcomes:
@@ -137,8 +145,10 @@ def _latest(record: dict) -> list[str]:
             state = "passed" if outcome["success"] else "failed"
             mark = "&#10004; passed" if outcome["success"] else "&#10008; FAILED"
             out.append(
-                f'<tr><td class="{state}"><b>{mark}</b></td><td>{html.escape(outcome["name"])}</td>'
-                f'<td>{html.escape(outcome["description"])}</td><td>{_rows(outcome)}</td></tr>'
+                f'<tr><td class="status {state}"><b>{mark}</b></td>'
+                f'<td class="name">{html.escape(outcome["name"])}</td>'
+                f'<td class="meaning">{html.escape(outcome["description"])}</td>'
+                f"<td>{_rows(outcome)}</td></tr>"
             )
         out.append("</table>")
     return out
@@ -166,9 +176,13 @@ def _cell(value) -> str:
 
 
 def _history(records: list[dict]) -> list[str]:
-    out = ["<h2>History (newest first)</h2>",
-           "<table><tr><th>validated at</th><th>version</th><th>verdict</th>"
-           "<th>failed expectations</th></tr>"]
+    out = [
+        "<h2>History (newest first)</h2>",
+        (
+            "<table><tr><th>validated at</th><th>version</th><th>verdict</th>"
+            "<th>failed expectations</th></tr>"
+        ),
+    ]
     for record in reversed(records):
         state = "passed" if record["success"] else "failed"
         failed = ", ".join(o["name"] for o in record["outcomes"] if not o["success"])

@@ -16,6 +16,8 @@ Thresholds are suite parameters, given at validation time (see :mod:`topic_linea
 
 from __future__ import annotations
 
+import contextlib
+
 from topic_lineage import tables as t
 from topic_lineage.topic_id import CANONICAL_PATTERN, RESERVED_IDS
 
@@ -66,7 +68,7 @@ def incarnation_expectations() -> list:
 
     from topic_lineage.quality import custom_expectations as cx
 
-    is_current = Column("is_current") == True  # noqa: E712  (a GX Condition, not a Python test)
+    is_current = Column("is_current") == True  # builds a GX Condition; `is True` would not
     return [
         gxe.ExpectCompoundColumnsToBeUnique(
             column_list=[t.CLUSTER_ID, t.TOPIC_ID],
@@ -201,10 +203,8 @@ def write_context() -> list[str]:
             (qc.validation_definition_name(table), ctx.validation_definitions),
             (table, ctx.suites),
         ):
-            try:
+            with contextlib.suppress(Exception):  # absent on first generation
                 store.delete(name)
-            except Exception:  # noqa: BLE001 - absent on first generation
-                pass
         suite = ctx.suites.add(gx.ExpectationSuite(name=table, expectations=build()))
         batch = datasource.get_asset(table).get_batch_definition(qc.BATCH_DEFINITION)
         definition = ctx.validation_definitions.add(

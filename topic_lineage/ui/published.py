@@ -19,6 +19,7 @@ import duckdb
 
 from topic_lineage import tables
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.ui import queries
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,8 @@ def load(version: str | None) -> Published:
             body = ", ".join(f'"{name}" {kind}' for name, kind in columns)
             con.execute(f"CREATE TABLE {table} ({body})")
         counts[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    for name, select in queries.DERIVED_TABLES.items():
+        con.execute(f"CREATE TABLE {name} AS {select}")
     log.info("loaded published version %s: %s", version, counts)
     return Published(version=version, connection=con, row_counts=counts)
 

@@ -29,6 +29,30 @@ _VERSION_SELECT = (
 
 MAX_SEARCH_RESULTS = 50
 
+SUMMARY = "incarnation_summary"
+DERIVED_TABLES = {
+    # One row per incarnation, computed once per loaded version (the overview and the cluster
+    # list read it instead of re-aggregating every version row on each request). `ordinal`
+    # counts the incarnations created under the same name in the same cluster: a re-creation
+    # is an incarnation with ordinal > 1.
+    SUMMARY: f"""
+        SELECT cluster_id, incarnation_key,
+               arg_max(cluster_alias, version) AS cluster_alias,
+               arg_min(topic_name, version) AS created_name,
+               min(first_seen_at) AS first_seen_at,
+               max(last_seen_at) AS last_seen_at,
+               max(deleted_at) AS deleted_at,
+               bool_or(is_current) AS is_live,
+               bool_or(change_type = 'reappeared') AS has_reappeared,
+               row_number() OVER (
+                   PARTITION BY cluster_id, arg_min(topic_name, version)
+                   ORDER BY min(first_seen_at), incarnation_key
+               ) AS ordinal
+        FROM {INCARNATIONS}
+        GROUP BY cluster_id, incarnation_key
+    """,
+}
+
 
 def iso(epoch_us: int | None) -> str | None:
     """ISO 8601 UTC text of epoch microseconds (``None`` stays ``None``)."""
@@ -71,12 +95,7 @@ def clusters(cursor) -> list[dict[str, Any]]:
         cursor,
         f"""
         WITH inc AS (
-            SELECT cluster_id, incarnation_key,
-                   arg_max(cluster_alias, valid_from) AS cluster_alias,
-                   bool_or(is_current) AS is_live,
-                   max(deleted_at) AS deleted_at,
-                   max(last_seen_at) AS last_seen_at
-            FROM {INCARNATIONS} GROUP BY cluster_id, incarnation_key
+            SELECT * FROM {SUMMARY}
         ), runs AS (
             SELECT cluster_id, max(captured_at) AS newest_snapshot,
                    max(captured_at) FILTER (WHERE complete) AS newest_complete_snapshot,
@@ -295,8 +314,8 @@ def overview(cursor, cluster_id: str, days: int, top: int = 10) -> dict[str, Any
         SELECT epoch_us(greatest(
                    (SELECT max(captured_at) FROM {RUNS} WHERE cluster_id = $c),
                    max(last_seen_at), max(deleted_at))),
-               count(*), arg_max(cluster_alias, valid_from)
-        FROM {INCARNATIONS} WHERE cluster_id = $c
+               count(*), arg_max(cluster_alias, last_seen_at)
+        FROM {SUMMARY} WHERE cluster_id = $c
         """,
         {"c": cluster_id},
     )
@@ -306,44 +325,29 @@ def overview(cursor, cluster_id: str, days: int, top: int = 10) -> dict[str, Any
     end = _EPOCH + timedelta(microseconds=int(end_us))
     start = end - timedelta(days=days)
     params = {"c": cluster_id, "start": _micros(start), "end": int(end_us)}
-    incarnations_cte = f"""
-        WITH inc AS (
-            SELECT incarnation_key,
-                   arg_min(topic_name, version) AS created_name,
-                   min(first_seen_at) AS first_seen_at,
-                   max(deleted_at) AS deleted_at,
-                   bool_or(is_current) AS is_live,
-                   bool_or(change_type = 'reappeared') AS has_reappeared
-            FROM {INCARNATIONS} WHERE cluster_id = $c GROUP BY incarnation_key
-        ), ranked AS (
-            SELECT *, row_number() OVER (
-                       PARTITION BY created_name ORDER BY first_seen_at, incarnation_key) AS ordinal
-            FROM inc
-        )
-    """
+    in_window = "epoch_us({column}) > $start AND epoch_us({column}) <= $end"
+    deleted_in_window = in_window.format(column="deleted_at")
+    created_in_window = in_window.format(column="first_seen_at")
     cursor.execute(
-        incarnations_cte
-        + """
+        f"""
         SELECT count(*) FILTER (WHERE is_live),
-               count(*) FILTER (WHERE epoch_us(deleted_at) > $start AND epoch_us(deleted_at) <= $end),
-               count(*) FILTER (WHERE ordinal > 1 AND epoch_us(first_seen_at) > $start
-                                AND epoch_us(first_seen_at) <= $end),
+               count(*) FILTER (WHERE {deleted_in_window}),
+               count(*) FILTER (WHERE ordinal > 1 AND {created_in_window}),
                count(*) FILTER (WHERE has_reappeared)
-        FROM ranked
+        FROM {SUMMARY} WHERE cluster_id = $c
         """,
         params,
     )
     live, deletions, recreations, reappeared = cursor.fetchone()
     daily = _rows(
         cursor,
-        incarnations_cte
-        + """
-        , events AS (
-            SELECT CAST(deleted_at AS DATE) AS day, 1 AS deletions, 0 AS recreations FROM ranked
-            WHERE epoch_us(deleted_at) > $start AND epoch_us(deleted_at) <= $end
+        f"""
+        WITH events AS (
+            SELECT CAST(deleted_at AS DATE) AS day, 1 AS deletions, 0 AS recreations
+            FROM {SUMMARY} WHERE cluster_id = $c AND {deleted_in_window}
             UNION ALL
-            SELECT CAST(first_seen_at AS DATE), 0, 1 FROM ranked
-            WHERE ordinal > 1 AND epoch_us(first_seen_at) > $start AND epoch_us(first_seen_at) <= $end
+            SELECT CAST(first_seen_at AS DATE), 0, 1
+            FROM {SUMMARY} WHERE cluster_id = $c AND ordinal > 1 AND {created_in_window}
         )
         SELECT strftime(day, '%Y-%m-%d') AS day, sum(deletions)::INT AS deletions,
                sum(recreations)::INT AS recreations
@@ -353,12 +357,12 @@ def overview(cursor, cluster_id: str, days: int, top: int = 10) -> dict[str, Any
     )
     most = _rows(
         cursor,
-        incarnations_cte
-        + """
+        f"""
         SELECT created_name AS topic_name, count(*) AS incarnations,
                count(*) - 1 AS recreations, epoch_us(max(first_seen_at)) AS last_created_at,
                bool_or(is_live) AS is_live
-        FROM ranked GROUP BY created_name HAVING count(*) > 1
+        FROM {SUMMARY} WHERE cluster_id = $c
+        GROUP BY created_name HAVING count(*) > 1
         ORDER BY recreations DESC, topic_name LIMIT $top
         """,
         {"c": cluster_id, "top": top},

@@ -1,0 +1,358 @@
+"""Every benchmark figure, side by side in one run: a table, then one JSON document.
+
+    .venv/bin/python -m tests.benchmarks.run_all [--quick] [--json-out FILE] [--skip capture ...]
+
+1. capture      pipeline capture vs a bare describe_topics (tests/benchmarks/bench_capture.py)
+2. incremental  one new snapshot on top of h1 < h2 < h3 rounds of history (ratio h3 vs h1)
+3. full         full refresh of the largest history on local[*]: observations/s, peak memory;
+                the DuckDB reference (tests/benchmarks/reference_duckdb.py) on the same files,
+                Spark's time ratio to it, and a row-by-row cross-check
+4. scaleout     the same full refresh with the unchanged spark_jobs/build.py against a Spark
+                standalone master + one worker started from the pyspark installation
+5. query        median latency of the cookbook queries and of the UI's JSON API
+                (tests/benchmarks/bench_query.py) on the full-refresh data set
+
+Full sizes: 10,000 topics; history 10 / 100 / 1,000 rounds (the full refresh is then 10 M
+observations). ``--quick``: 300 topics, history 3 / 6 / 12, capture 100 and 300 topics.
+Every Spark job runs in its own process (as ``spark_jobs/build.py`` runs in production), so peak
+memory is the resident set of that process tree, sampled every 0.2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+PY = sys.executable
+GOAL_RATIO = 1.5
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class PeakRss:
+    """Peak resident set size (MiB) of a process and its children, sampled in a thread."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.proc, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                procs = [self.proc, *self.proc.children(recursive=True)]
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                return
+            self._stop.wait(0.2)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return round(self.peak / 2**20, 1)
+
+
+def spark_env(home: Path, master: str) -> dict:
+    env = dict(os.environ)
+    env.update(
+        TOPIC_LINEAGE_HOME=str(home),
+        TOPIC_LINEAGE_SPARK_MASTER=master,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=PY,
+        PYSPARK_SUBMIT_ARGS="--conf spark.ui.showConsoleProgress=false pyspark-shell",
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def run_build(home: Path, version: str, *, full: bool, master: str = "local[*]") -> dict:
+    """``spark_jobs/build.py`` in its own process, published; seconds as the build reports them."""
+    cmd = [PY, str(ROOT / "spark_jobs" / "build.py"), "--version-id", version, "--publish"]
+    if full:
+        cmd.append("--full-refresh")
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=spark_env(home, master), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rss = PeakRss(proc.pid)
+    output, _ = proc.communicate()
+    peak = rss.stop()
+    wall = time.perf_counter() - started
+    if proc.returncode:
+        raise SystemExit(f"build {version} failed ({proc.returncode}):\n{output[-3000:]}")
+    manifest = json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
+    return {"version": version, "mode": manifest["mode"], "build_s": manifest["seconds"],
+            "process_wall_s": round(wall, 2), "peak_rss_mib": peak,
+            "row_counts": manifest["row_counts"], "snapshots": manifest["snapshot_count"]}
+
+
+# --- 1. capture ---------------------------------------------------------------------------------
+def bench_capture(sizes: list[int], repeat: int) -> list[dict]:
+    from tests.benchmarks import bench_capture as bc
+
+    results = []
+    for size in sizes:
+        log(f"capture: {size} topics")
+        results.append(bc.measure(size, repeat))
+    return results
+
+
+# --- 2. + 3. builds -------------------------------------------------------------------------------
+def bench_builds(work: Path, topics: int, histories: list[int], seed: int) -> tuple[dict, dict, Path]:
+    """For each history length: full build of the history, then one new snapshot incrementally.
+    Returns (incremental figures, full-refresh figures of the largest history, its home)."""
+    from tests.benchmarks.datagen import History
+
+    history = History(topics=topics, seed=seed)
+    incremental, full = [], None
+    largest_home = None
+    for h in histories:
+        home = work / f"history-{h}"
+        os.environ["TOPIC_LINEAGE_HOME"] = str(home)
+        log(f"build: generating {h} rounds x {topics} topics")
+        started = time.perf_counter()
+        observations = history.store_rounds(0, h)
+        gen_s = time.perf_counter() - started
+        log(f"build: full refresh over {h} rounds ({observations} observations)")
+        base = run_build(home, "base", full=True)
+        base["observations"] = observations
+        base["generate_and_store_s"] = round(gen_s, 1)
+        if h == histories[-1]:
+            full, largest_home = base, home
+            # The incremental run below publishes a newer version: keep the base's rows.
+            shutil.copytree(home / "warehouse" / "versions" / "base", work / "full-refresh-rows")
+        new = history.store_rounds(h, h + 1, only_cluster=0)
+        log(f"build: incremental, one new snapshot ({new} topics) on {h} rounds")
+        inc = run_build(home, "plus-one", full=False)
+        if inc["mode"] != "incremental":
+            raise SystemExit(f"expected an incremental build, got {inc['mode']}")
+        incremental.append({"history_rounds": h, "history_observations": observations,
+                            "new_observations": new, "build_s": inc["build_s"],
+                            "process_wall_s": inc["process_wall_s"]})
+    first, last = incremental[0]["build_s"], incremental[-1]["build_s"]
+    figures = {"runs": incremental, "ratio_largest_vs_smallest": round(last / first, 2),
+               "goal": GOAL_RATIO}
+    figures["meets_goal"] = figures["ratio_largest_vs_smallest"] <= GOAL_RATIO
+    full["observations_per_s"] = round(full["observations"] / full["build_s"])
+    return figures, full, largest_home
+
+
+def bench_reference(home: Path, work: Path) -> dict:
+    from tests.benchmarks import reference_duckdb as ref
+
+    os.environ["TOPIC_LINEAGE_HOME"] = str(home)
+    log("reference: DuckDB full computation")
+    out = work / "reference-rows"
+    result = ref.build(out)
+    result["cross_check"] = ref.compare(out, work / "full-refresh-rows")
+    return result
+
+
+# --- 4. scale-out -----------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, timeout: float, proc: subprocess.Popen, name: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{name} exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise SystemExit(f"{name} did not listen on 127.0.0.1:{port} within {timeout}s")
+
+
+class StandaloneCluster:
+    """A Spark standalone master and one worker from the pyspark installation, on loopback."""
+
+    def __init__(self, work: Path, cores: int = 2, memory: str = "2g"):
+        import pyspark
+
+        self.spark_home = Path(pyspark.__file__).parent
+        self.work, self.cores, self.memory = work, cores, memory
+        self.procs: list[subprocess.Popen] = []
+
+    def _start(self, name: str, *args: str) -> subprocess.Popen:
+        env = dict(os.environ, SPARK_HOME=str(self.spark_home), SPARK_LOCAL_IP="127.0.0.1",
+                   SPARK_WORKER_DIR=str(self.work / "worker"), PYSPARK_PYTHON=PY,
+                   SPARK_NO_DAEMONIZE="1")
+        handle = open(self.work / f"{name}.log", "w")  # noqa: SIM115 -- lives as long as the process
+        proc = subprocess.Popen([str(self.spark_home / "bin" / "spark-class"), *args], env=env,
+                                stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def __enter__(self) -> str:
+        self.work.mkdir(parents=True, exist_ok=True)
+        port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+        master = self._start("master", "org.apache.spark.deploy.master.Master",
+                             "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui))
+        _wait_port(port, 90, master, "spark master")
+        self.url = f"spark://127.0.0.1:{port}"
+        worker = self._start("worker", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                             "--cores", str(self.cores), "--memory", self.memory,
+                             "--webui-port", str(worker_ui), self.url)
+        deadline = time.monotonic() + 90
+        while "Successfully registered with master" not in (self.work / "worker.log").read_text():
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"spark worker did not register:\n{(self.work / 'worker.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        return self.url
+
+    def __exit__(self, *exc) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def bench_scaleout(home: Path, work: Path, local_seconds: float) -> dict:
+    from tests.benchmarks import reference_duckdb as ref
+    from topic_lineage import warehouse as wh
+
+    log("scale-out: standalone master + 1 worker")
+    with StandaloneCluster(work / "standalone") as url:
+        result = run_build(home, "standalone", full=True, master=url)
+    os.environ["TOPIC_LINEAGE_HOME"] = str(home)
+    check = ref.compare(work / "reference-rows", wh.version_dir("standalone"))
+    return {"master": "spark standalone, 1 worker, 2 cores, 2g (127.0.0.1)",
+            "build_s": result["build_s"], "process_wall_s": result["process_wall_s"],
+            "ratio_to_local": round(result["build_s"] / local_seconds, 2),
+            "rows_identical_to_reference": check["identical"]}
+
+
+# --- 5. queries ---------------------------------------------------------------------------------------
+def bench_queries(home: Path, repeat: int) -> dict:
+    log("query: cookbook queries and UI API")
+    proc = subprocess.run([PY, "-m", "tests.benchmarks.bench_query", "--repeat", str(repeat)],
+                          env=spark_env(home, "local[2]"), cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode:
+        raise SystemExit(f"query benchmark failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --- report -------------------------------------------------------------------------------------------
+def table(result: dict) -> str:
+    lines = [f"{'figure':<58} {'value':>14}  goal / note", "-" * 100]
+
+    def row(label, value, note=""):
+        lines.append(f"{label:<58} {value!s:>14}  {note}")
+
+    for c in result.get("capture", []):
+        row(f"capture {c['topics']} topics: pipeline s / bare describe s",
+            f"{c['capture_s']:.3f}/{c['bare_describe_s']:.3f}")
+        row(f"capture {c['topics']} topics: ratio", c["ratio"],
+            f"<= {GOAL_RATIO} {'met' if c['ratio'] <= GOAL_RATIO else 'MISSED'}")
+        row(f"capture {c['topics']} topics: topics/s", c["capture_topics_per_s"])
+    inc = result.get("incremental")
+    if inc:
+        for r in inc["runs"]:
+            row(f"incremental: 1 new snapshot on {r['history_rounds']} rounds (s)", r["build_s"],
+                f"{r['history_observations']} observations of history")
+        row("incremental: ratio largest vs smallest history", inc["ratio_largest_vs_smallest"],
+            f"<= {GOAL_RATIO} {'met' if inc['meets_goal'] else 'MISSED'}")
+    full = result.get("full_refresh")
+    if full:
+        row(f"full refresh: {full['observations']} observations (s)", full["build_s"], "local[*]")
+        row("full refresh: observations/s", full["observations_per_s"])
+        row("full refresh: peak RSS of driver + JVM (MiB)", full["peak_rss_mib"])
+    ref = result.get("reference")
+    if ref:
+        row("DuckDB reference: same rows (s)", ref["seconds"])
+        row("Spark / DuckDB time ratio", result["spark_to_duckdb_ratio"])
+        row("cross-check: rows identical", ref["cross_check"]["identical"],
+            ", ".join(f"{k}={v['rows']}" for k, v in ref["cross_check"].items() if isinstance(v, dict)))
+    so = result.get("scaleout")
+    if so:
+        row("scale-out: standalone full refresh (s)", so["build_s"], f"ratio to local {so['ratio_to_local']}")
+        row("scale-out: rows identical to reference", so["rows_identical_to_reference"])
+    q = result.get("query")
+    if q:
+        for label, ms in q["sql_ms"].items():
+            row(f"query (Spark SQL) {label} (ms)", ms)
+        row("query (Spark SQL) median over cookbook (ms)", q["sql_median_ms"])
+        for label, ms in q["api_ms"].items():
+            row(f"UI API {label} (ms)", ms)
+        row("UI API median over routes (ms)", q["api_median_ms"])
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    parser.add_argument("--topics", type=int, help="live topics for the build benchmarks")
+    parser.add_argument("--histories", type=int, nargs=3, help="history lengths in rounds")
+    parser.add_argument("--capture-sizes", type=int, nargs="+")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["capture", "builds", "scaleout", "query"])
+    parser.add_argument("--json-out", help="also write the JSON document to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the working directory")
+    args = parser.parse_args(argv)
+    topics = args.topics or (300 if args.quick else 10_000)
+    histories = args.histories or ([3, 6, 12] if args.quick else [10, 100, 1000])
+    capture_sizes = args.capture_sizes or ([100, 300] if args.quick else [1000, 10_000])
+
+    work = Path(tempfile.mkdtemp(prefix="tl-bench-"))
+    result: dict = {"quick": args.quick, "topics": topics, "histories": histories, "seed": args.seed,
+                    "cpus": os.cpu_count(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        if "capture" not in args.skip:
+            result["capture"] = bench_capture(capture_sizes, 1 if args.quick else 3)
+        if "builds" not in args.skip:
+            result["incremental"], result["full_refresh"], home = bench_builds(
+                work, topics, histories, args.seed)
+            result["reference"] = bench_reference(home, work)
+            result["spark_to_duckdb_ratio"] = round(
+                result["full_refresh"]["build_s"] / result["reference"]["seconds"], 2)
+            if "scaleout" not in args.skip:
+                result["scaleout"] = bench_scaleout(home, work, result["full_refresh"]["build_s"])
+            if "query" not in args.skip:
+                result["query"] = bench_queries(home, 3 if args.quick else 5)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(table(result))
+    document = json.dumps(result, indent=2, default=str)
+    print(document)
+    if args.json_out:
+        Path(args.json_out).write_text(document + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

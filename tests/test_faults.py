@@ -1,0 +1,501 @@
+"""The fault suite: under each fault, nothing already stored or published is lost or changed, and
+the error a user sees names the cause. docs/faults.md summarises what each case tried.
+
+Faults the local broker (tansu) cannot produce are said so where they belong: it has no ACLs, so
+TOPIC_AUTHORIZATION_FAILED is covered by an imported record (the same per-topic error path as
+the UNKNOWN_TOPIC_OR_PART a real deletion between listing and describing produces).
+
+Builds are killed or paused at named stages through topic_lineage/faults.py
+(``TOPIC_LINEAGE_FAULT=kill@write`` etc.).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from topic_lineage import store
+from topic_lineage import tables as t
+from topic_lineage import warehouse as wh
+from topic_lineage.topic_id import canonical, rfc4122, to_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(sys.executable).with_name("topic-lineage")
+CLUSTER = "RmF1bHRTdWl0ZUNsdXN0ZXI"
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+def stamp(hours: float) -> str:
+    return (T0 + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def topic_id(n: int) -> str:
+    return canonical(uuid.UUID(int=(0xABCDEF << 100) + n))
+
+
+def record(hours, topics, *, complete=True, cluster=CLUSTER, alias="prod") -> dict:
+    return {"cluster_id": cluster, "cluster_alias": alias, "captured_at": stamp(hours),
+            "complete": complete, "topics": topics}
+
+
+def obs(name, tid, partitions=3, error=None) -> dict:
+    if error:
+        return {"name": name, "topic_id": None, "partition_count": None,
+                "replication_factor": None, "is_internal": None, "error": error}
+    return {"name": name, "topic_id": tid, "partition_count": partitions, "replication_factor": 3,
+            "is_internal": False, "error": None}
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def digest(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file under ``root``."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def assert_kept(before: dict[str, str], after: dict[str, str]) -> None:
+    """Everything that was there is still there, byte for byte."""
+    lost = {k for k in before if k not in after}
+    changed = {k for k in before if k in after and after[k] != before[k]}
+    assert not lost and not changed, f"lost {sorted(lost)}, changed {sorted(changed)}"
+
+
+def published_state() -> tuple[str | None, dict[str, str]]:
+    """The published version and the digest of its table files (manifest excluded: its status
+    history is the only thing allowed to grow)."""
+    version = wh.current_version()
+    if version is None:
+        return None, {}
+    files = digest(wh.version_dir(version))
+    files.pop(wh.MANIFEST, None)
+    return version, files
+
+
+def incarnations(version: str | None = None) -> list[tuple]:
+    import duckdb
+
+    version = version or wh.current_version()
+    path = wh.version_path(version, t.TOPIC_INCARNATIONS)
+    return duckdb.sql(
+        f"SELECT topic_name, topic_id, version, change_type, partition_count, deleted_at, is_current "
+        f"FROM read_parquet('{path}/**/*.parquet') ORDER BY ALL"
+    ).fetchall()
+
+
+def cli(home: Path, *args, env: dict | None = None, timeout=900, wait=True):
+    full_env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+                "TOPIC_LINEAGE_SPARK_MASTER": "local[2]", "TOPIC_LINEAGE_SHUFFLE_PARTITIONS": "2",
+                **(env or {})}
+    if not wait:
+        return subprocess.Popen([str(SCRIPT), *args], env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run([str(SCRIPT), *args], env=full_env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def build_cli(home: Path, *extra, **kwargs):
+    return cli(home, "build", "--no-validate", "--master", "local[2]", *extra, **kwargs)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            raise AssertionError(f"process ended ({proc.returncode}) before {path.name}:\n{err[-3000:]}")
+        assert time.monotonic() < deadline, f"{path.name} not reached in {timeout}s"
+        time.sleep(0.2)
+
+
+def tansu_pid(broker) -> int:
+    import psutil
+
+    [child] = [p for p in psutil.Process().children(recursive=True)
+               if "tansu" in p.name() and broker.bootstrap_servers.split(":")[-1] in " ".join(p.cmdline())]
+    return child.pid
+
+
+def seed_store(home: Path, tmp_path: Path, rounds: int = 3) -> None:
+    """A small history: 6 topics; svc.2 re-partitioned at round 1, svc.5 re-created at round 2.
+    Rounds are the same whatever ``rounds`` is, so a longer history extends a shorter one."""
+    records = []
+    for r in range(rounds):
+        topics = [obs(f"svc.{n}", topic_id(n), partitions=3 + (n == 2 and r > 0)) for n in range(6)]
+        if r >= 2:
+            topics[5] = obs("svc.5", topic_id(105))  # re-created at round 2: new ID
+        records.append(record(r, topics))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOPIC_LINEAGE_HOME", str(home))
+        store.import_jsonl(write_jsonl(tmp_path / "seed.jsonl", records))
+
+
+# --- capture faults ---------------------------------------------------------------------------------
+@pytest.fixture
+def big_broker():
+    from topic_lineage.local_broker import LocalBroker
+
+    with LocalBroker() as broker:
+        broker.create_topics([f"load.{i:05d}" for i in range(1500)])
+        yield broker
+
+
+def capture(broker, **kwargs):
+    from topic_lineage.capture import capture_snapshot
+
+    return capture_snapshot("prod", {"bootstrap.servers": broker.bootstrap_servers}, **kwargs)
+
+
+def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
+    """kill -9 of the broker while 1,500 topics are described one per request: the snapshot is
+    kept as incomplete with every undescribed topic marked by the transport error; nothing
+    stored before is touched."""
+    store.save(capture(big_broker), "live")
+    before = digest(t.snapshots_dir())
+    pid = tansu_pid(big_broker)
+    killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))
+    started = time.monotonic()
+    snap = capture(big_broker, timeout_s=20, batch_size=1, max_in_flight=1,
+                   on_listed=lambda names: killer.start())
+    assert time.monotonic() - started < 20 + 3
+    assert not snap.complete
+    assert len(snap.topics) == 1500
+    lost = [o for o in snap.topics if o.error is not None]
+    assert lost and {o.error for o in lost} <= {"TRANSPORT", "TIMED_OUT"}
+    assert all(o.error is None and o.topic_id for o in snap.topics if o not in lost)
+    store.save(snap, "live")
+    assert_kept(before, digest(t.snapshots_dir()))
+    assert [run["complete"] for run in store.read_runs()] == [True, False]
+
+
+def test_broker_stopped_is_a_timeout_naming_the_cluster_and_stores_nothing(big_broker, tl_home):
+    """SIGSTOP (a hung broker: TCP accepted, nothing answers) past the timeout, through the CLI."""
+    store.save(capture(big_broker), "live")
+    before = digest(t.snapshots_dir())
+    pid = tansu_pid(big_broker)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        result = cli(tl_home, "snapshot", "--cluster", "prod", "--bootstrap-servers",
+                     big_broker.bootstrap_servers, "--timeout", "4", timeout=60)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    assert "no answer within 4s" in result.stderr and big_broker.bootstrap_servers in result.stderr
+    assert "nothing was stored" in result.stderr
+    assert digest(t.snapshots_dir()) == before
+    # and once it answers again, the next capture works
+    assert cli(tl_home, "snapshot", "--cluster", "prod", "--bootstrap-servers",
+               big_broker.bootstrap_servers, timeout=120).returncode == 0
+    assert len(store.snapshot_files()) == 2
+
+
+def test_broker_hung_mid_describe_gives_an_incomplete_snapshot(big_broker, tl_home):
+    """SIGSTOP after listing: the describes time out; the snapshot is kept, incomplete, each
+    undescribed topic recorded as TIMED_OUT (or TRANSPORT), and it changes nothing stored."""
+    store.save(capture(big_broker), "live")
+    before = digest(t.snapshots_dir())
+    pid = tansu_pid(big_broker)
+    try:
+        snap = capture(big_broker, timeout_s=5, batch_size=50,
+                       on_listed=lambda names: os.kill(pid, signal.SIGSTOP))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert not snap.complete and len(snap.topics) == 1500
+    assert {o.error for o in snap.topics} <= {"TIMED_OUT", "TRANSPORT"}
+    store.save(snap, "live")
+    assert_kept(before, digest(t.snapshots_dir()))
+
+
+def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_path, spark):
+    """A topic deleted between listing and describing (UNKNOWN_TOPIC_OR_PART, real broker), an
+    authorization failure (imported: tansu has no ACLs) and an incomplete capture: after a build
+    every topic is still live with its attributes (R2)."""
+    from topic_lineage.pipeline import run_build
+
+    broker.create_topics([("orders", 3), ("payments", 3), ("audit", 3)])
+    first = capture(broker)
+    store.save(first, "live")
+    second = capture(broker, on_listed=lambda names: broker.delete_topics(["orders"]))
+    [orders] = [o for o in second.topics if o.name == "orders"]
+    assert orders.error == "UNKNOWN_TOPIC_OR_PART" and second.complete
+    store.save(second, "live")
+    ids = {o.name: o.topic_id for o in first.topics if o.name in ("orders", "payments", "audit")}
+    late = second.captured_at + timedelta(seconds=1)
+    denied = record(0, [obs("orders", None, error="UNKNOWN_TOPIC_OR_PART"),
+                        obs("payments", None, error="TOPIC_AUTHORIZATION_FAILED"),
+                        obs("audit", ids["audit"], partitions=3)], cluster=first.cluster_id)
+    denied["captured_at"] = late.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    partial = dict(denied, captured_at=(late + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                   complete=False, topics=[obs("audit", ids["audit"], partitions=3)])
+    store.import_jsonl(write_jsonl(tmp_path / "errors.jsonl", [denied, partial]))
+    before = digest(t.snapshots_dir())
+
+    run_build(spark, validate=None)
+
+    rows = [row for row in incarnations() if row[0] in ids]
+    assert {(name, tid, pc, deleted) for name, tid, _, _, pc, deleted, _ in rows} == {
+        (name, ids[name], 3, None) for name in ("orders", "payments", "audit")
+    }
+    assert all(current for *_, current in rows)
+    assert_kept(before, digest(t.snapshots_dir()))
+
+
+# --- build killed at each stage --------------------------------------------------------------------
+@pytest.mark.slow
+def test_build_killed_at_each_stage_leaves_the_published_version(tl_home, tmp_path):
+    """kill -9 while writing, after writing before validation, and during publish: CURRENT and
+    the published files are unchanged, the store is unchanged, and the next build succeeds."""
+    seed_store(tl_home, tmp_path, rounds=2)
+    first = build_cli(tl_home)
+    assert first.returncode == 0, first.stderr[-3000:]
+    published = published_state()
+    rows = incarnations()
+    stored = digest(t.snapshots_dir())
+    seed_store(tl_home, tmp_path, rounds=3)  # one more snapshot to build
+
+    for stage in ("write", "validate", "publish"):
+        killed = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": f"kill@{stage}"})
+        assert killed.returncode == -signal.SIGKILL, (stage, killed.stderr[-2000:])
+        assert published_state() == published, stage
+        assert incarnations() == rows, stage
+        assert_kept(stored, digest(t.snapshots_dir()))
+        assert t.current_pointer().read_text().strip() == published[0], stage
+
+    final = build_cli(tl_home)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert wh.current_version() != published[0]
+    assert ("svc.5", topic_id(105), 1, "created", 3, None, True) in incarnations()
+    # the killed builds' leftovers are never published and retention may remove them
+    statuses = {m["version"]: m["status"] for m in wh.list_versions()}
+    assert statuses[wh.current_version()] == wh.PUBLISHED
+
+
+# --- corrupted store files -------------------------------------------------------------------------
+def test_corrupted_snapshot_file_is_named_and_can_be_quarantined(tl_home, tmp_path, spark):
+    """A truncated and a garbage file: verify names each (exit non-zero), the other snapshots are
+    still readable, quarantine moves them aside, and a build then succeeds."""
+    from topic_lineage.pipeline import run_build
+
+    seed_store(tl_home, tmp_path, rounds=3)
+    files = store.snapshot_files()
+    truncated, garbage = files[0], files[1]
+    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
+    garbage.write_bytes(b"this is not parquet" * 10)
+    good = digest(t.snapshots_dir())
+    good = {k: v for k, v in good.items() if not k.endswith((truncated.name, garbage.name))}
+
+    result = cli(tl_home, "verify")
+    assert result.returncode != 0
+    assert str(truncated) in result.stdout + result.stderr and str(garbage) in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert store.read_snapshot(files[2]).topics  # the rest is usable
+
+    for path in (truncated, garbage):
+        assert cli(tl_home, "quarantine", str(path)).returncode == 0
+        assert not path.exists() and (t.quarantine_dir() / path.relative_to(t.snapshots_dir())).exists()
+    assert cli(tl_home, "verify").returncode == 0
+    assert_kept(good, digest(t.snapshots_dir()))
+    run_build(spark, validate=None)
+    assert ("svc.5", topic_id(105), 1, "created", 3, None, True) in incarnations()
+
+
+# --- disk full -------------------------------------------------------------------------------------
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 1 MiB tmpfs (root only); skipped where it cannot be mounted."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True, check=False)
+    if done.returncode:
+        pytest.skip(f"cannot mount a size-limited tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_disk_full_while_storing_stores_nothing_half(small_fs, tmp_path, monkeypatch):
+    """The store on a 1 MiB file system: an import too big for it fails naming the cause
+    (no space left), leaves no partial or temporary file, and the earlier snapshots are intact."""
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(small_fs / "home"))
+    seed_store(small_fs / "home", tmp_path, rounds=2)
+    before = digest(t.snapshots_dir())
+    # Random names do not compress: about 3 MB of Parquet for 60,000 topics.
+    big = record(10, [obs(f"x.{uuid.uuid4().hex}{uuid.uuid4().hex}", topic_id(1000 + i))
+                      for i in range(60_000)])
+    result = cli(small_fs / "home", "import", str(write_jsonl(tmp_path / "big.jsonl", [big])))
+    assert result.returncode == 2, result
+    assert "No space left on device" in result.stderr and "nothing of it was stored" in result.stderr
+    assert digest(t.snapshots_dir()) == before
+    assert not [p for p in t.snapshots_dir().rglob("*") if p.name.startswith(".tmp")]
+    assert len(store.snapshot_files()) == 2 and not store.verify()
+
+
+# --- concurrency ------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_readers_during_publish_and_a_second_build(tl_home, tmp_path, spark):
+    """While a build is paused inside publish: a second build fails at once naming the lock;
+    Spark SQL and the UI API keep answering from the published version; after the publish they
+    answer from the new one, never a mix."""
+    from fastapi.testclient import TestClient
+
+    from topic_lineage.pipeline import run_build
+    from topic_lineage.ui.app import create_app
+
+    seed_store(tl_home, tmp_path, rounds=2)
+    old = run_build(spark, validate=None).version
+    old_rows = incarnations(old)
+    seed_store(tl_home, tmp_path, rounds=3)
+
+    paused = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": "pause@publish"}, wait=False)
+    try:
+        wait_for(tl_home / "fault-publish.reached", paused)
+        second = build_cli(tl_home)
+        assert second.returncode == 2, second
+        assert "another build is running" in second.stderr and "Traceback" not in second.stderr
+
+        def sql_names():
+            wh.register_tables(spark)
+            return sorted(r[0] for r in spark.sql(
+                "SELECT topic_id FROM topic_incarnations WHERE topic_name = 'svc.5' AND is_current"
+            ).collect())
+
+        client = TestClient(create_app(lambda: "fault-suite"))
+
+        def api_ids():
+            response = client.get("/api/timeline", params={"name": "svc.5"})
+            assert response.status_code == 200, response.text
+            return json.dumps(response.json(), sort_keys=True)
+
+        assert wh.current_version() == old
+        assert sql_names() == [topic_id(5)]
+        api_before = api_ids()
+        assert topic_id(105) not in api_before
+    finally:
+        (tl_home / "fault-publish.release").touch()
+    _, err = paused.communicate(timeout=600)
+    assert paused.returncode == 0, err[-3000:]
+    new = wh.current_version()
+    assert new != old
+    assert sql_names() == [topic_id(105)]
+    assert topic_id(105) in api_ids()
+    assert incarnations(old) == old_rows  # the previous version's files are untouched
+
+
+# --- hostile input ----------------------------------------------------------------------------------
+LEGAL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+HOSTILE_NAMES = [
+    (LEGAL * 4)[:249],                     # every legal character, maximum length
+    "DROP.TABLE.topic_incarnations--",     # looks like SQL, legal for Kafka
+    "select",
+    "--",
+    "...",
+    "_",
+    "1-1",
+]
+
+
+def test_hostile_names_and_every_id_form_survive_import_build_query_and_api(tl_home, tmp_path, spark):
+    """Every legal character, 249 characters, SQL-looking names, IDs given in each accepted
+    form, and duplicated lines go through import, build, Spark SQL and the UI API unchanged."""
+    from fastapi.testclient import TestClient
+
+    from topic_lineage.pipeline import run_build
+    from topic_lineage.ui.app import create_app
+
+    ids = [topic_id(500 + i) for i in range(len(HOSTILE_NAMES))]
+    forms = [
+        lambda v: v,                                            # canonical (URL-safe base64)
+        lambda v: base64.b64encode(to_bytes(v)).decode(),       # standard base64 (librdkafka)
+        lambda v: rfc4122(v),                                   # RFC 4122
+        lambda v: rfc4122(v).replace("-", ""),                  # RFC 4122 without dashes
+        lambda v: rfc4122(v).upper(),                           # RFC 4122, upper-case hex
+    ]
+    records = []
+    for r, form in enumerate(forms):
+        records.append(record(r, [obs(n, form(i)) for n, i in zip(HOSTILE_NAMES, ids)]))
+    lines = [json.dumps(x) + "\n" for x in records]
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("".join(lines + lines[:2]))  # duplicated lines
+    result = cli(tl_home, "import", str(path))
+    assert result.returncode == 0, result.stderr
+    assert len(store.snapshot_files()) == len(forms)
+
+    run_build(spark, validate=None)
+    rows = incarnations()
+    assert sorted((name, tid, version) for name, tid, version, *_ in rows) == sorted(
+        (n, i, 1) for n, i in zip(HOSTILE_NAMES, ids)
+    )  # one incarnation per name, whatever the ID's text form
+
+    wh.register_tables(spark)
+    for name, tid in zip(HOSTILE_NAMES, ids):
+        found = spark.sql("SELECT topic_id FROM topic_incarnations WHERE topic_name = :name",
+                          args={"name": name}).collect()
+        assert [r[0] for r in found] == [tid]
+    assert spark.sql("SELECT count(*) FROM topic_incarnations").collect()[0][0] == len(HOSTILE_NAMES)
+
+    client = TestClient(create_app(lambda: "fault-suite"))
+    for name, tid in zip(HOSTILE_NAMES, ids):
+        response = client.get("/api/timeline", params={"name": name})
+        assert response.status_code == 200 and tid in response.text, (name, response.text[:300])
+        assert client.get(f"/api/ids/{rfc4122(tid)}").status_code == 200
+    injection = client.get("/api/search", params={"q": "x' OR '1'='1"})
+    assert injection.status_code in (200, 400) and not any(i in injection.text for i in ids)
+
+
+def test_conflicting_duplicate_line_stores_nothing(tl_home, tmp_path):
+    """Two lines for the same cluster and instant with different content: the file is refused
+    naming the conflict, and nothing from it is stored."""
+    seed_store(tl_home, tmp_path, rounds=1)
+    before = digest(t.snapshots_dir())
+    a = record(5, [obs("a", topic_id(1))])
+    b = record(5, [obs("a", topic_id(2))])
+    result = cli(tl_home, "import", str(write_jsonl(tmp_path / "dup.jsonl", [record(4, []), a, b])))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "dup.jsonl" in result.stderr
+    assert digest(t.snapshots_dir()) == before
+
+
+def test_huge_file_is_streamed_in_bounded_memory(tl_home, tmp_path):
+    """A 200 MB interchange file (40 snapshots x 25,000 topics) imports with the importer's
+    peak RSS far below the file's size."""
+    import psutil
+
+    path = tmp_path / "huge.jsonl"
+    names = [f"team.{i % 40}.svc-{i:06d}.events-stream-with-a-long-name" for i in range(25_000)]
+    with open(path, "w") as out:
+        out.writelines(json.dumps(record(r, [obs(n, topic_id(i)) for i, n in enumerate(names)])) + "\n" for r in range(40))
+    size_mb = path.stat().st_size / 2**20
+    assert size_mb > 150
+    proc = cli(tl_home, "import", str(path), wait=False)
+    ps, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, ps.memory_info().rss)
+        except psutil.Error:
+            break
+        time.sleep(0.05)
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    peak_mb = peak / 2**20
+    print(f"huge import: file {size_mb:.0f} MiB, peak RSS {peak_mb:.0f} MiB")
+    assert peak_mb < min(size_mb / 2, 200), f"peak RSS {peak_mb:.0f} MiB for a {size_mb:.0f} MiB file"
+    assert len(store.snapshot_files()) == 40

@@ -1,0 +1,203 @@
+"""Write-audit-publish with the quality gate, `topic-lineage validate`, and the Data Docs pages.
+
+- `validate` judges the published (or a named) version, prints the verdict and the Data Docs
+  path, and exits 0 (passed) / 1 (failed) / 2 (could not validate).
+- The Data Docs overview is rendered in headless Chromium (Debian's package) and must show the
+  suite's results; a screenshot is saved under test-output/ for a person to look at.
+- The real build (`topic-lineage build`, a subprocess) refuses to publish a history in which a
+  deleted topic ID reappears, and the previously published tables stay as they were (R6, R7).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from published_tables import at, incarnation, publish, snapshot_run
+
+from topic_lineage import cli
+from topic_lineage import tables as t
+from topic_lineage.quality import context as qc
+from topic_lineage.quality.suites import DELETED_IDS_NEVER_COME_BACK
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUT = REPO / "test-output"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+ORDERS_ID = "b8tRS7h4TJ2Vt43Dp85v2A"
+PAYMENTS_ID = "D5xNQ2CuVo-53xG1_JrJag"
+
+
+def without_fake_checksums(version_dir: Path) -> None:
+    """published_tables writes a junk ``.crc`` next to each part; Hadoop's local file system
+    verifies ``.crc`` files it finds, so Spark (unlike DuckDB/pyarrow) cannot read past it."""
+    for crc in version_dir.rglob(".*.crc"):
+        crc.unlink()
+
+
+def healthy_version(version: str, *, point: bool = True) -> None:
+    without_fake_checksums(publish(
+        version,
+        incarnation("k-orders", CLUSTER, [{"name": "orders", "at": at(1), "topic_id": ORDERS_ID}]),
+        runs=[snapshot_run(CLUSTER, at(1), topic_count=1)],
+        point=point,
+    ))
+
+
+def comeback_version(version: str) -> None:
+    """orders was deleted on day 2 and its ID seen again on day 3 (recorded as `reappeared`)."""
+    rows = incarnation(
+        "k-orders", CLUSTER,
+        [{"name": "orders", "at": at(1), "topic_id": ORDERS_ID},
+         {"name": "orders", "at": at(3), "topic_id": ORDERS_ID, "change_type": "reappeared"}],
+    )
+    rows[0]["valid_to"] = at(2)
+    without_fake_checksums(publish(
+        version, rows, runs=[snapshot_run(CLUSTER, at(d), topic_count=1) for d in (1, 2, 3)],
+        point=False,
+    ))
+
+
+def tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def chromium(*args: str, timeout: int = 120) -> str:
+    """Run headless Chromium in its own process group; kill the group when done."""
+    proc = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-extensions", "--virtual-time-budget=3000", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return out
+
+
+@pytest.mark.spark
+def test_validate_command_verdicts_and_data_docs(spark, tl_home, capsys):
+    """`validate` passes the published version, fails a version with a comeback and names the
+    expectation and rows, and the overview page shows both runs in a browser."""
+    repo_context = tree_digest(qc.context_dir())
+    healthy_version("v-good")
+    assert cli.main(["validate", "--max-age", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "quality gate PASSED for version v-good" in out
+    assert f"Data Docs: {tl_home / 'quality' / 'index.html'}" in out
+
+    comeback_version("v-bad")
+    assert cli.main(["validate", "--version", "v-bad", "--max-age", "off"]) == 1
+    out = capsys.readouterr().out
+    assert "quality gate FAILED for version v-bad" in out
+    assert f"x topic_incarnations: {DELETED_IDS_NEVER_COME_BACK}" in out
+    assert f"cluster_id={CLUSTER}, topic_name=orders, topic_id={ORDERS_ID}, version=2" in out
+    # generated output stays out of the repository's GX context
+    assert tree_digest(qc.context_dir()) == repo_context
+
+    # --- the overview page, as a browser renders it ---------------------------------------
+    page = qc.overview_page()
+    dom = chromium("--dump-dom", page.as_uri())
+    assert "Latest run: version v-bad" in dom
+    assert DELETED_IDS_NEVER_COME_BACK in dom and "FAILED" in dom and "passed" in dom
+    assert "v-good" in dom  # the history lists the earlier, passing run
+    assert ORDERS_ID in dom  # offending rows are shown
+    OUTPUT.mkdir(exist_ok=True)
+    shot = OUTPUT / "quality-overview.png"
+    shot.unlink(missing_ok=True)
+    chromium("--window-size=1280,1400", f"--screenshot={shot}", page.as_uri())
+    assert shot.exists() and shot.stat().st_size > 10_000
+
+    # --- the GX detail page of the failing table --------------------------------------------
+    record = [json.loads(line) for line in qc.gate_log().read_text().splitlines()][-1]
+    detail = record["detail_pages"][t.TOPIC_INCARNATIONS]
+    detail_dom = chromium("--dump-dom", detail)
+    assert "topic_incarnations" in detail_dom
+    assert "Deleted topic IDs never come back" in detail_dom
+    assert "Failed" in detail_dom  # GX's own status line of the validation
+    chromium("--window-size=1280,2000", f"--screenshot={OUTPUT / 'quality-gx-validation.png'}", detail)
+
+
+def test_validate_without_a_published_version_says_what_to_do(tl_home, capsys):
+    """Nothing published and no --version: exit 2 with a one-line error naming the fix."""
+    assert cli.main(["validate"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing is published yet" in err and "topic-lineage build" in err
+
+
+def test_bad_threshold_is_a_user_error(tl_home, capsys):
+    """A malformed --max-age is refused before anything runs."""
+    healthy_version("v-good")
+    assert cli.main(["validate", "--max-age", "yesterday"]) == 2
+    assert "invalid maximum age 'yesterday'" in capsys.readouterr().err
+
+
+# --- write-audit-publish through the real build -------------------------------------------------
+def snapshot_line(day: int, topics: list[tuple[str, str]]) -> str:
+    return json.dumps({
+        "cluster_id": CLUSTER, "cluster_alias": "prod-eu",
+        "captured_at": f"2026-11-0{day}T00:00:00Z", "complete": True,
+        "topics": [{"name": name, "topic_id": topic_id, "partition_count": 3,
+                    "replication_factor": 3, "is_internal": False, "error": None}
+                   for name, topic_id in topics],
+    })
+
+
+def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home), "TOPIC_LINEAGE_SPARK_MASTER": "local[2]",
+           "TOPIC_LINEAGE_SHUFFLE_PARTITIONS": "2", "TOPIC_LINEAGE_MAX_AGE": "off"}
+    return subprocess.run([sys.executable, "-m", "topic_lineage.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=900, start_new_session=True, check=False)
+
+
+def read_table(home: Path, version: str, table: str) -> list[dict]:
+    import pyarrow.dataset as ds
+
+    data = ds.dataset(home / "warehouse" / "versions" / version / table, format="parquet",
+                      exclude_invalid_files=True).to_table()
+    return sorted(data.to_pylist(), key=lambda r: json.dumps(r, default=str, sort_keys=True))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_build_refuses_to_publish_a_deleted_id_that_comes_back(tmp_path):
+    """R6 + R7: the comeback is recorded as `reappeared`, the build exits non-zero naming
+    "deleted topic IDs never come back", and the published tables are unchanged."""
+    home = tmp_path / "home"
+    both = [("orders", ORDERS_ID), ("payments", PAYMENTS_ID)]
+    history = tmp_path / "history.jsonl"
+    history.write_text(snapshot_line(1, both) + "\n" + snapshot_line(2, both[1:]) + "\n")
+    assert run_cli("import", str(history), home=home).returncode == 0
+    first = run_cli("build", "--version-id", "v1-clean", home=home)
+    assert first.returncode == 0, first.stderr
+    assert "Data Docs:" in first.stdout
+    published = read_table(home, "v1-clean", t.TOPIC_INCARNATIONS)
+
+    comeback = tmp_path / "comeback.jsonl"
+    comeback.write_text(snapshot_line(3, both) + "\n")  # orders' deleted ID is back
+    assert run_cli("import", str(comeback), home=home).returncode == 0
+    second = run_cli("build", "--version-id", "v2-comeback", home=home)
+
+    assert second.returncode != 0
+    assert DELETED_IDS_NEVER_COME_BACK in second.stderr
+    assert ORDERS_ID in second.stderr  # the offending row is named
+    assert (home / "warehouse" / "CURRENT").read_text().strip() == "v1-clean"
+    assert read_table(home, "v1-clean", t.TOPIC_INCARNATIONS) == published
+    rejected = read_table(home, "v2-comeback", t.TOPIC_INCARNATIONS)  # kept for inspection
+    assert any(r["change_type"] == "reappeared" and r["topic_id"] == ORDERS_ID for r in rejected)
+    manifest = json.loads((home / "warehouse" / "versions" / "v2-comeback" / "manifest.json").read_text())
+    assert manifest["status"] == "rejected"
