@@ -25,7 +25,8 @@ from airflow.sdk import Asset, CronDataIntervalTimetable, dag, task
 
 from topic_lineage import airflow_tasks as at
 
-SNAPSHOTS = Asset(uri=at.snapshots_asset_uri(), name="topic_lineage_snapshots")
+# Named by URI only: an asset name must be unique, and the URI already names the store.
+SNAPSHOTS = Asset(uri=at.snapshots_asset_uri())
 
 
 @dag(

@@ -30,8 +30,9 @@ from topic_lineage import airflow_tasks as at
 from topic_lineage import tables
 from topic_lineage.airflow_operators import BuildVersionOperator
 
-SNAPSHOTS = Asset(uri=at.snapshots_asset_uri(), name="topic_lineage_snapshots")
-TABLES = [Asset(uri=at.table_asset_uri(name), name=f"topic_lineage_{name}") for name in tables.TABLES]
+# Named by URI only: an asset name must be unique, and the URI already names the store.
+SNAPSHOTS = Asset(uri=at.snapshots_asset_uri())
+TABLES = [Asset(uri=at.table_asset_uri(name)) for name in tables.TABLES]
 
 
 @dag(

@@ -113,9 +113,10 @@ def test_archive_replaces_skip_when_configured():
     assert decide(archive=True).action == "capture"  # on time: the live capture is the truth
 
 
-def test_late_after_defaults_to_one_interval():
+def test_late_after_defaults_to_one_interval_but_at_least_five_minutes():
     assert at.late_after(T0 - QUARTER, T0) == QUARTER
-    assert at.late_after(T0 - timedelta(seconds=10), T0) == timedelta(minutes=1)
+    assert at.late_after(T0 - timedelta(hours=1), T0) == timedelta(hours=1)
+    assert at.late_after(T0 - timedelta(minutes=1), T0) == timedelta(minutes=5)
 
 
 # --- publish ---------------------------------------------------------------------------------

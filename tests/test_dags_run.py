@@ -231,6 +231,7 @@ def test_backfill_in_reverse_order_publishes_the_same_tables_as_one_run(
     assert len(one_run) == 4  # a v1, a v2 (attributes changed), b, re-created a
 
     monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / "backfill-home"))
+    dag = load_dag("topic_incarnations")  # its asset URIs name the new home
     store.save_all([history[3], history[1]], "import:jsonl")
     newest = dag.test(logical_date=datetime(2026, 10, 5, tzinfo=UTC))
     assert newest.state == "success"

@@ -55,7 +55,7 @@ CONFIG_DEFAULTS = {
     # cron of the time-based runs of topic_incarnations (it also runs on every snapshot event)
     "build_schedule": "@daily",
     # a snapshot run whose interval ended longer ago than this is "late" and does not capture;
-    # empty = one snapshot interval
+    # empty = one snapshot interval, at least 5 minutes
     "late_after_seconds": "",
     # bound on one capture of one cluster (passed to capture_snapshot)
     "capture_timeout_seconds": "120",
@@ -234,14 +234,18 @@ def decide_capture(
     return CaptureDecision("capture", f"on-time run for interval {window}")
 
 
+MIN_LATE_AFTER = timedelta(minutes=5)
+"""Even with a short schedule, a run that waited a few minutes for a worker is not late."""
+
+
 def late_after(interval_start: datetime | None, interval_end: datetime | None) -> timedelta:
-    """The configured lateness bound, or one data interval (at least one minute)."""
+    """The configured lateness bound, or one data interval (at least :data:`MIN_LATE_AFTER`)."""
     configured = config_value("late_after_seconds").strip()
     if configured:
         return timedelta(seconds=float(configured))
     if interval_start is not None and interval_end is not None:
-        return max(interval_end - interval_start, timedelta(minutes=1))
-    return timedelta(minutes=15)
+        return max(interval_end - interval_start, MIN_LATE_AFTER)
+    return max(timedelta(minutes=15), MIN_LATE_AFTER)
 
 
 def _iso(value: datetime | None) -> str:

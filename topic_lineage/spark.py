@@ -6,6 +6,7 @@ Import this only inside tasks and commands: it imports pyspark.
 from __future__ import annotations
 
 import os
+import sys
 
 DEFAULT_MASTER = "local[*]"
 
@@ -19,6 +20,8 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers must be this interpreter (the venv's), not whatever `python3` is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     chosen = master or os.environ.get("TOPIC_LINEAGE_SPARK_MASTER")
     # Under spark-submit (PYSPARK_GATEWAY_PORT is set) its --master, e.g. from Airflow's
