@@ -57,10 +57,14 @@ def local_airflow(tl_home, broker):
 def airflow_cli(state, *args: str) -> str:
     from topic_lineage.commands import airflow_cmds as ac
 
-    out = subprocess.run(
-        [str(Path(sys.executable).parent / "airflow"), *args], env=ac._full_env(state),
-        capture_output=True, text=True, timeout=300, check=False,
-    )
+    for _ in range(3):  # SQLite: a busy scheduler can hold the write lock for a while
+        out = subprocess.run(
+            [str(Path(sys.executable).parent / "airflow"), *args], env=ac._full_env(state),
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        if out.returncode == 0 or "database is locked" not in out.stderr:
+            break
+        time.sleep(5)
     assert out.returncode == 0, f"airflow {' '.join(args)}: {out.stderr[-2000:]}"
     return out.stdout
 

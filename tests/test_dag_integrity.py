@@ -22,12 +22,11 @@ HEAVY_MODULES = ("pyspark", "great_expectations", "confluent_kafka")
 
 @pytest.fixture(scope="module")
 def dagbag(tmp_path_factory):
-    import os
-
-    os.environ["TOPIC_LINEAGE_HOME"] = str(tmp_path_factory.mktemp("dagbag-home"))
     from airflow.dag_processing.dagbag import DagBag
 
-    return DagBag(dag_folder=str(DAGS_DIR))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path_factory.mktemp("dagbag-home")))
+        return DagBag(dag_folder=str(DAGS_DIR))
 
 
 def test_every_dag_imports_without_errors(dagbag):

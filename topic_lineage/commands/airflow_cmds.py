@@ -30,6 +30,10 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor")
 STATE_FILE = "topic-lineage-airflow.json"
 DEFAULT_PORT = 8080
 
+SQLITE_CONNECT_ARGS = {"timeout": 120}
+"""sqlite3 waits this long for a lock (default 5 s): scheduler, API server, DAG processor and
+CLI commands all write the one SQLite file, and a busy machine holds locks for seconds."""
+
 
 class AirflowSetupError(TopicLineageError):
     """The local Airflow could not be set up or started; the message says what to do."""
@@ -93,6 +97,7 @@ def airflow_env(state: dict) -> dict[str, str]:
         "TOPIC_LINEAGE_HOME": str(t.home()),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{__name__}.SQLITE_CONNECT_ARGS",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": str(state.get("parallelism", 4)),
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
