@@ -148,7 +148,7 @@ def test_real_airflow_schedules_snapshots_and_backfills(local_airflow, broker, t
     today = datetime.now(UTC).date()
     airflow_cli(
         state, "backfill", "create", "--dag-id", BUILD_DAG,
-        "--from-date", str(today - timedelta(days=2)), "--to-date", str(today - timedelta(days=1)),
+        "--from-date", str(today - timedelta(days=3)), "--to-date", str(today - timedelta(days=2)),
         "--run-backwards", "--max-active-runs", "2",
     )
     wait_for("the topic_incarnations backfill", lambda: finished_backfills(BUILD_DAG, 2), 900,

@@ -352,10 +352,10 @@ def test_disk_full_while_storing_stores_nothing_half(small_fs, tmp_path, monkeyp
 
 # --- concurrency ------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_readers_during_publish_and_a_second_build(tl_home, tmp_path, spark):
-    """While a build is paused inside publish: a second build fails at once naming the lock;
-    Spark SQL and the UI API keep answering from the published version; after the publish they
-    answer from the new one, never a mix."""
+def test_second_build_fails_clearly_and_readers_never_see_a_mix(tl_home, tmp_path, spark, monkeypatch):
+    """A build paused while writing holds the build lock: a second build fails at once naming it.
+    Then, while a publish is paused between writing the new pointer and renaming it, Spark SQL
+    and the UI API answer from the previous version; after it, from the new one; never a mix."""
     from fastapi.testclient import TestClient
 
     from topic_lineage.pipeline import run_build
@@ -366,38 +366,49 @@ def test_readers_during_publish_and_a_second_build(tl_home, tmp_path, spark):
     old_rows = incarnations(old)
     seed_store(tl_home, tmp_path, rounds=3)
 
-    paused = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": "pause@publish"}, wait=False)
+    paused = build_cli(tl_home, "--no-publish", "--version-id", "v-new",
+                       env={"TOPIC_LINEAGE_FAULT": "pause@write"}, wait=False)
     try:
-        wait_for(tl_home / "fault-publish.reached", paused)
+        wait_for(tl_home / "fault-write.reached", paused)
         second = build_cli(tl_home)
         assert second.returncode == 2, second
         assert "another build is running" in second.stderr and "Traceback" not in second.stderr
+    finally:
+        (tl_home / "fault-write.release").touch()
+    _, err = paused.communicate(timeout=900)
+    assert paused.returncode == 0, err[-3000:]
+    assert wh.current_version() == old
 
-        def sql_names():
-            wh.register_tables(spark)
-            return sorted(r[0] for r in spark.sql(
-                "SELECT topic_id FROM topic_incarnations WHERE topic_name = 'svc.5' AND is_current"
-            ).collect())
+    def sql_ids():
+        wh.register_tables(spark)
+        return [r[0] for r in spark.sql(
+            "SELECT topic_id FROM topic_incarnations WHERE topic_name = 'svc.5' AND is_current"
+        ).collect()]
 
-        client = TestClient(create_app(lambda: "fault-suite"))
+    client = TestClient(create_app(lambda: "fault-suite"))
 
-        def api_ids():
-            response = client.get("/api/timeline", params={"name": "svc.5"})
-            assert response.status_code == 200, response.text
-            return json.dumps(response.json(), sort_keys=True)
+    def api_text():
+        response = client.get("/api/timeline", params={"name": "svc.5"})
+        assert response.status_code == 200, response.text
+        return response.text
 
+    monkeypatch.setenv("TOPIC_LINEAGE_FAULT", "pause@publish")
+    publisher = threading.Thread(target=wh.publish, args=("v-new",))
+    publisher.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (tl_home / "fault-publish.reached").exists():
+            assert time.monotonic() < deadline and publisher.is_alive()
+            time.sleep(0.05)
         assert wh.current_version() == old
-        assert sql_names() == [topic_id(5)]
-        api_before = api_ids()
-        assert topic_id(105) not in api_before
+        assert sql_ids() == [topic_id(5)]
+        assert topic_id(105) not in api_text()
     finally:
         (tl_home / "fault-publish.release").touch()
-    _, err = paused.communicate(timeout=600)
-    assert paused.returncode == 0, err[-3000:]
-    new = wh.current_version()
-    assert new != old
-    assert sql_names() == [topic_id(105)]
-    assert topic_id(105) in api_ids()
+        publisher.join(60)
+    assert wh.current_version() == "v-new"
+    assert sql_ids() == [topic_id(105)]
+    assert topic_id(105) in api_text()
     assert incarnations(old) == old_rows  # the previous version's files are untouched
 
 
@@ -500,8 +511,7 @@ def test_huge_file_is_streamed_in_bounded_memory(tmp_path):
 
     def write(path: Path, lines: int) -> Path:
         with open(path, "w") as out:
-            for r in range(lines):
-                out.write(json.dumps(record(r, [obs(n, topic_id(i)) for i, n in enumerate(names)])) + "\n")
+            out.writelines(json.dumps(record(r, [obs(n, topic_id(i)) for i, n in enumerate(names)])) + "\n" for r in range(lines))
         return path
 
     small, huge = write(tmp_path / "small.jsonl", 6), write(tmp_path / "huge.jsonl", 60)

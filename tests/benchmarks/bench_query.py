@@ -49,11 +49,16 @@ COOKBOOK = {
 def cookbook() -> dict[str, str]:
     page = ROOT / "docs" / "warehouse.md"
     if page.exists():
-        blocks = re.findall(r"```sql\n(.*?)```", page.read_text(), flags=re.DOTALL)
-        queries = {f"warehouse.md #{i + 1}": b.strip().rstrip(";") for i, b in enumerate(blocks)}
+        # Each block is labelled by the line of prose above it.
+        blocks = re.findall(r"([^\n]*)\n+```sql\n(.*?)```", page.read_text(), flags=re.DOTALL)
+        queries = {
+            f"#{i + 1} {label.strip().rstrip(':')[:48]}": block.strip().rstrip(";")
+            for i, (label, block) in enumerate(blocks)
+        }
         # Only self-contained SELECTs (no placeholders the page expects the reader to fill in).
         queries = {k: q for k, q in queries.items()
-                   if q.upper().startswith(("SELECT", "WITH")) and "<" not in q and ";" not in q}
+                   if q.upper().startswith(("SELECT", "WITH")) and not re.search(r"<[a-z_ ]+>", q)
+                   and ";" not in q}
         if queries:
             return queries
     return COOKBOOK
@@ -75,7 +80,7 @@ def probe_topic() -> dict:
     from topic_lineage import warehouse as wh
 
     path = wh.version_path(wh.current_version(), "topic_incarnations")
-    row = duckdb.sql(
+    row = duckdb.connect().execute(
         f"SELECT cluster_id, topic_name, arg_max(topic_id, valid_from), arg_max(topic_uuid, valid_from) "
         f"FROM read_parquet('{path}/**/*.parquet') GROUP BY ALL "
         "ORDER BY count(DISTINCT incarnation_key) DESC, topic_name LIMIT 1"
@@ -92,7 +97,8 @@ def spark_queries(repeat: int, master: str, probe: dict) -> dict:
         wh.register_tables(spark)
         out = {}
         for label, sql in cookbook().items():
-            sql = sql.format(**probe) if "{" in sql else sql
+            # The page's examples name the topic 'orders'; ask for a re-created topic of this data.
+            sql = sql.format(**probe) if "{" in sql else sql.replace("'orders'", f"'{probe['name']}'")
             spark.sql(sql).collect()  # warm-up (file listing, code generation)
             out[label] = _median_ms(lambda sql=sql: spark.sql(sql).collect(), repeat)
         return out

@@ -328,20 +328,34 @@ def main(argv=None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="tl-bench-"))
     result: dict = {"quick": args.quick, "topics": topics, "histories": histories, "seed": args.seed,
-                    "cpus": os.cpu_count(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                    "cpus": os.cpu_count(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "errors": {}}
+
+    def phase(name: str, fn) -> None:
+        """Run one benchmark; a failure is reported in the JSON and the others still run."""
+        try:
+            fn()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 -- reported, never hidden
+            log(f"{name} failed: {exc}")
+            result["errors"][name] = str(exc)[-2000:]
+
+    def builds() -> None:
+        result["incremental"], result["full_refresh"], home = bench_builds(work, topics, histories, args.seed)
+        result["reference"] = bench_reference(home, work)
+        result["spark_to_duckdb_ratio"] = round(
+            result["full_refresh"]["build_s"] / result["reference"]["seconds"], 2)
+        if "scaleout" not in args.skip:
+            phase("scaleout", lambda: result.__setitem__(
+                "scaleout", bench_scaleout(home, work, result["full_refresh"]["build_s"])))
+        if "query" not in args.skip:
+            phase("query", lambda: result.__setitem__("query", bench_queries(home, 3 if args.quick else 5)))
+
     try:
         if "capture" not in args.skip:
-            result["capture"] = bench_capture(capture_sizes, 1 if args.quick else 3)
+            phase("capture", lambda: result.__setitem__(
+                "capture", bench_capture(capture_sizes, 1 if args.quick else 3)))
         if "builds" not in args.skip:
-            result["incremental"], result["full_refresh"], home = bench_builds(
-                work, topics, histories, args.seed)
-            result["reference"] = bench_reference(home, work)
-            result["spark_to_duckdb_ratio"] = round(
-                result["full_refresh"]["build_s"] / result["reference"]["seconds"], 2)
-            if "scaleout" not in args.skip:
-                result["scaleout"] = bench_scaleout(home, work, result["full_refresh"]["build_s"])
-            if "query" not in args.skip:
-                result["query"] = bench_queries(home, 3 if args.quick else 5)
+            phase("builds", builds)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -351,7 +365,7 @@ def main(argv=None) -> int:
     print(document)
     if args.json_out:
         Path(args.json_out).write_text(document + "\n")
-    return 0
+    return 1 if result["errors"] else 0
 
 
 if __name__ == "__main__":

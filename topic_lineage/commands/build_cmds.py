@@ -141,6 +141,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
                       conf={"spark.sql.shuffle.partitions": "4"})
+    spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
     try:
         wh.register_tables(spark, args.version)
         try:
