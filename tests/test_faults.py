@@ -262,32 +262,42 @@ def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_pa
 
 # --- build killed at each stage --------------------------------------------------------------------
 @pytest.mark.slow
-def test_build_killed_at_each_stage_leaves_the_published_version(tl_home, tmp_path):
-    """kill -9 while writing, after writing before validation, and during publish: CURRENT and
-    the published files are unchanged, the store is unchanged, and the next build succeeds."""
+@pytest.mark.timeout(3600)
+def test_build_killed_at_each_stage_leaves_the_published_version(tl_home, tmp_path, spark):
+    """kill -9 while writing the tables, after writing before validation (the build command),
+    and during publish (the publish command): CURRENT and the published files are unchanged,
+    the store is unchanged, and the next build succeeds."""
+    from topic_lineage.pipeline import run_build
+
     seed_store(tl_home, tmp_path, rounds=2)
-    first = build_cli(tl_home)
-    assert first.returncode == 0, first.stderr[-3000:]
+    run_build(spark, validate=None)
     published = published_state()
     rows = incarnations()
-    stored = digest(t.snapshots_dir())
     seed_store(tl_home, tmp_path, rounds=3)  # one more snapshot to build
+    stored = digest(t.snapshots_dir())
 
-    for stage in ("write", "validate", "publish"):
-        killed = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": f"kill@{stage}"})
-        assert killed.returncode == -signal.SIGKILL, (stage, killed.stderr[-2000:])
+    def assert_nothing_lost(stage: str) -> None:
         assert published_state() == published, stage
+        assert t.current_pointer().read_text().strip() == published[0], stage
         assert incarnations() == rows, stage
         assert_kept(stored, digest(t.snapshots_dir()))
-        assert t.current_pointer().read_text().strip() == published[0], stage
 
-    final = build_cli(tl_home)
-    assert final.returncode == 0, final.stderr[-3000:]
-    assert wh.current_version() != published[0]
+    for stage in ("write", "validate"):
+        killed = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": f"kill@{stage}"})
+        assert killed.returncode == -signal.SIGKILL, (stage, killed.stderr[-2000:])
+        assert_nothing_lost(stage)
+
+    built = run_build(spark, validate=None, publish=False).version
+    killed = cli(tl_home, "publish", "--version", built, env={"TOPIC_LINEAGE_FAULT": "kill@publish"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert_nothing_lost("publish")
+
+    final = run_build(spark, validate=None)
+    assert final.published and wh.current_version() == final.version != published[0]
     assert ("svc.5", topic_id(105), 1, "created", 3, None, True) in incarnations()
-    # the killed builds' leftovers are never published and retention may remove them
     statuses = {m["version"]: m["status"] for m in wh.list_versions()}
-    assert statuses[wh.current_version()] == wh.PUBLISHED
+    assert statuses[final.version] == wh.PUBLISHED
+    assert_kept(stored, digest(t.snapshots_dir()))
 
 
 # --- corrupted store files -------------------------------------------------------------------------
@@ -352,6 +362,7 @@ def test_disk_full_while_storing_stores_nothing_half(small_fs, tmp_path, monkeyp
 
 # --- concurrency ------------------------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_second_build_fails_clearly_and_readers_never_see_a_mix(tl_home, tmp_path, spark, monkeypatch):
     """A build paused while writing holds the build lock: a second build fails at once naming it.
     Then, while a publish is paused between writing the new pointer and renaming it, Spark SQL

@@ -136,6 +136,34 @@ def _cell(value) -> str:
     return str(value)
 
 
+def render_rows(df, fmt: str) -> str:
+    """A DataFrame's rows as text: an aligned table, a JSON array of objects, or CSV."""
+    import io
+
+    df = _printable(df)
+    names = df.columns
+    rows = [[row[i] for i in range(len(names))] for row in df.collect()]
+    if fmt == "json":
+        return json.dumps([dict(zip(names, row)) for row in rows], indent=2, default=str)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([["" if v is None else _cell(v) for v in row] for row in rows])
+        return buffer.getvalue().rstrip("\n")
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
+
+
+def print_rows(df, fmt: str = "table", out=print) -> None:
+    out(render_rows(df, fmt))
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     from topic_lineage.spark import get_spark
 
@@ -152,23 +180,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             if isinstance(exc, PySparkException):
                 raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
             raise
-        df = _printable(df)
-        names = df.columns
-        rows = [[row[i] for i in range(len(names))] for row in df.collect()]
+        text = render_rows(df, args.format)
     finally:
         spark.stop()
-    if args.format == "json":
-        print(json.dumps([dict(zip(names, row)) for row in rows], indent=2, default=str))
-    elif args.format == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(names)
-        writer.writerows([["" if v is None else _cell(v) for v in row] for row in rows])
-    else:
-        cells = [[_cell(v) for v in row] for row in rows]
-        widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
-        print("  ".join(n.ljust(w) for n, w in zip(names, widths)))
-        print("  ".join("-" * w for w in widths))
-        for r in cells:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
-        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    print(text)
     return 0

@@ -28,9 +28,24 @@ class DemoRun:
     alias: str = DEMO_ALIAS
     captures: list[Snapshot] = field(default_factory=list)
     out: Callable[[str], None] = print
+    airflow_state: dict | None = None
+    _spark: object = None
 
     def say(self, text: str = "") -> None:
         self.out(text)
+
+    def spark(self):
+        """One SparkSession for the build and query steps, started on first use."""
+        if self._spark is None:
+            from topic_lineage.spark import get_spark
+
+            self._spark = get_spark("topic-lineage-demo")
+        return self._spark
+
+    def stop_spark(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
 
 
 def step_create_topics(run: DemoRun) -> None:
@@ -106,6 +121,81 @@ def step_compare_ids(run: DemoRun) -> None:
     run.say(f"orders has two different canonical IDs: {a} then {b}")
 
 
+def step_build(run: DemoRun) -> None:
+    """Build the incarnation table from every stored snapshot, validate it, publish it (R7)."""
+    from functools import partial
+
+    from topic_lineage.pipeline import run_build
+    from topic_lineage.quality.context import overview_page
+    from topic_lineage.quality.gate import validate_version
+
+    result = run_build(run.spark(), validate=partial(validate_version))
+    run.say(str(result))
+    run.say(f"quality gate passed; Data Docs: {overview_page()}")
+
+
+ORDERS_HISTORY_SQL = """
+SELECT incarnation_key, topic_id, version, change_type, partition_count,
+       valid_from, valid_to, is_current, deleted_at
+FROM topic_lineage.topic_incarnations
+WHERE cluster_id = '{cluster_id}' AND topic_name = 'orders'
+ORDER BY valid_from, version
+"""
+
+
+def step_query(run: DemoRun) -> None:
+    """Query the published table: the re-created `orders` is two incarnations."""
+    from topic_lineage import warehouse as wh
+    from topic_lineage.commands.build_cmds import print_rows
+
+    spark = run.spark()
+    wh.register_tables(spark)
+    sql = ORDERS_HISTORY_SQL.format(cluster_id=run.captures[-1].cluster_id)
+    run.say("topic-lineage query \"" + " ".join(sql.split()) + "\"")
+    df = spark.sql(sql)
+    print_rows(df, "table", out=run.say)
+    keys = {row["incarnation_key"] for row in df.select("incarnation_key").collect()}
+    if len(keys) < 2:
+        raise capture.CaptureError(f"expected orders to be two incarnations, found {len(keys)}")
+    run.say(f"orders: {len(keys)} incarnations (deleted and re-created = a new incarnation)")
+
+
+def step_airflow(run: DemoRun) -> None:
+    """The same pipeline through Airflow: one snapshot DAG run and one build DAG run."""
+    from topic_lineage import airflow_tasks as at
+    from topic_lineage.commands import airflow_cmds as ac
+
+    run.stop_spark()  # the build DAG submits its own Spark application
+    state = ac.setup(
+        bootstrap_servers=run.broker.bootstrap_servers, clusters=None, spark_master="local[*]",
+        port=ac._free_port(ac.DEFAULT_PORT), snapshot_schedule=None, build_schedule=None,
+        archive_dir=None,
+    )
+    run.say(f"Airflow home {ac.airflow_home()} (SQLite), Kafka connection -> "
+            f"{run.broker.bootstrap_servers}")
+    for dag_id in (at.SNAPSHOT_DAG_ID, at.INCARNATIONS_DAG_ID):
+        run.say(f"airflow dags test {dag_id} ...")
+        ac._airflow(state, "dags", "test", dag_id, timeout=1800)
+        run.say(f"  {dag_id}: success")
+    run.airflow_state = state
+    from topic_lineage import warehouse as wh
+
+    runs = store.read_runs(run.captures[-1].cluster_id)
+    run.say(f"now {len(runs)} stored snapshot(s) (the last one captured by Airflow, source "
+            f"{runs[-1][t.SOURCE]}); published version: {wh.current_version()}")
+
+
+def step_next(run: DemoRun) -> None:
+    run.say(f"""Everything is under {t.home()}:
+  snapshots:   {t.snapshots_dir()}
+  tables:      topic-lineage query "SELECT * FROM topic_incarnations WHERE is_current"
+  Data Docs:   {t.quality_dir() / 'index.html'}
+To open the Airflow UI (with the Topic lineage page) and trigger a backfill:
+  topic-lineage airflow start          # prints the UI address, the backfill command, and how to stop
+  (the demo broker is gone once the demo ends: run `topic-lineage demo --serve` to keep a broker and
+   Airflow running together, or point `topic-lineage airflow setup --bootstrap-servers` at your Kafka)""")
+
+
 STEPS: list[tuple[str, Callable[[DemoRun], None]]] = [
     ("create topics", step_create_topics),
     ("capture snapshot 1", step_capture),
@@ -113,11 +203,17 @@ STEPS: list[tuple[str, Callable[[DemoRun], None]]] = [
     ("capture snapshot 2", step_capture),
     ("stored snapshots", step_show_snapshots),
     ("topic IDs", step_compare_ids),
+    ("build, validate, publish", step_build),
+    ("query the published table", step_query),
+    ("run the pipeline through Airflow", step_airflow),
+    ("what next", step_next),
 ]
+
+CAPTURE_ONLY = STEPS[:6]
 
 
 def run_demo(steps=None, *, cluster_id: str = DEMO_CLUSTER_ID, alias: str = DEMO_ALIAS,
-             out: Callable[[str], None] = print) -> DemoRun:
+             out: Callable[[str], None] = print, serve: bool = False) -> DemoRun:
     from topic_lineage.local_broker import LocalBroker
 
     steps = STEPS if steps is None else steps
@@ -125,11 +221,35 @@ def run_demo(steps=None, *, cluster_id: str = DEMO_CLUSTER_ID, alias: str = DEMO
         out(f"local broker (tansu, in memory) at {broker.bootstrap_servers}, cluster {cluster_id}")
         out(f"topic-lineage home: {t.home()}")
         run = DemoRun(broker=broker, alias=alias, out=out)
-        for number, (title, step) in enumerate(steps, start=1):
-            out(f"\n[{number}/{len(steps)}] {title}")
-            step(run)
+        try:
+            for number, (title, step) in enumerate(steps, start=1):
+                out(f"\n[{number}/{len(steps)}] {title}")
+                step(run)
+        finally:
+            run.stop_spark()
+        if serve:
+            _serve(run)
     out("\nlocal broker stopped")
     return run
+
+
+def _serve(run: DemoRun) -> None:
+    """Keep the broker and a local Airflow running until Ctrl-C (for the UI and backfills)."""
+    import time
+
+    from topic_lineage.commands import airflow_cmds as ac
+
+    state = run.airflow_state or ac.load_state()
+    ac.start(state)
+    run.say("\n" + ac.banner(state))
+    run.say(f"Kafka broker: {run.broker.bootstrap_servers}. Press Ctrl-C to stop everything.")
+    try:
+        while True:
+            time.sleep(5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ac.stop()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -142,9 +262,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--cluster-id", default=DEMO_CLUSTER_ID, help="cluster ID the broker reports")
     p.add_argument("--cluster", default=DEMO_ALIAS, metavar="ALIAS", help="cluster alias")
+    p.add_argument("--capture-only", action="store_true",
+                   help="stop after the captures (no Spark build, no Airflow)")
+    p.add_argument("--skip-airflow", action="store_true",
+                   help="build, validate and query through the CLI only")
+    p.add_argument("--serve", action="store_true",
+                   help="afterwards keep the broker and a local Airflow running until Ctrl-C")
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    run_demo(cluster_id=args.cluster_id, alias=args.cluster)
+    steps = STEPS
+    if args.capture_only:
+        steps = CAPTURE_ONLY
+    elif args.skip_airflow:
+        steps = [step for step in STEPS if step[1] is not step_airflow]
+    run_demo(steps, cluster_id=args.cluster_id, alias=args.cluster, serve=args.serve)
     return 0
