@@ -3,5 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+# The Data Docs and UI browser tests drive Debian's headless Chromium.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "installing Debian's chromium for the browser tests"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "could not install chromium: browser tests will fail" >&2
+fi
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
 exec .venv/bin/python -m pytest "$@"
