@@ -10,8 +10,8 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
-
 from test_ui_api import AUTH, ORDERS_NEW, ORDERS_OLD, bearer_check
+
 from topic_lineage import store
 from topic_lineage import warehouse as wh
 

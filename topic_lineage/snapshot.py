@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from topic_lineage import topic_id as tid
 from topic_lineage.errors import TopicLineageError
@@ -116,7 +117,7 @@ class Snapshot:
 
 def format_timestamp(value: datetime) -> str:
     """ISO 8601 UTC with a ``Z`` suffix; microseconds only when present."""
-    value = value.astimezone(timezone.utc)
+    value = value.astimezone(UTC)
     text = value.strftime("%Y-%m-%dT%H:%M:%S")
     if value.microsecond:
         text += f".{value.microsecond:06d}"
@@ -125,7 +126,7 @@ def format_timestamp(value: datetime) -> str:
 
 def compact_timestamp(value: datetime) -> str:
     """File-name form of a timestamp: ``20261101T000000.000000Z`` (sorts chronologically)."""
-    return value.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return value.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def parse_timestamp(value: Any, *, location: str = "", field_name: str = "captured_at") -> datetime:
@@ -151,7 +152,7 @@ def parse_timestamp(value: Any, *, location: str = "", field_name: str = "captur
             location=location,
             field=field_name,
         )
-    return parsed.astimezone(timezone.utc)
+    return parsed.astimezone(UTC)
 
 
 def _require(record: dict, name: str, kind: type | tuple, location: str, *, nullable=False):
@@ -320,5 +321,4 @@ def read_jsonl(path: Path | str) -> list[Snapshot]:
 
 def write_jsonl(snapshots: Iterable[Snapshot], path: Path | str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
-        for snap in snapshots:
-            handle.write(snap.to_json_line() + "\n")
+        handle.writelines(snap.to_json_line() + "\n" for snap in snapshots)

@@ -13,10 +13,10 @@ import fcntl
 import os
 import shutil
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
@@ -63,7 +63,7 @@ def snapshot_path(cluster_id: str, captured_at: datetime) -> Path:
         t.snapshots_dir()
         / t.cluster_partition(cluster_id)
         # The UTC date: the same instant given in another time zone is the same file.
-        / f"date={captured_at.astimezone(timezone.utc).strftime('%Y-%m-%d')}"
+        / f"date={captured_at.astimezone(UTC).strftime('%Y-%m-%d')}"
         / t.snapshot_file_name(compact_timestamp(captured_at))
     )
 
@@ -78,19 +78,30 @@ def _lock(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _read_stored(path: Path, columns: list[str] | None = None, *, first_row_only: bool = False):
+    """Rows of a stored snapshot file as dicts; a damaged file raises
+    :class:`CorruptSnapshotFileError` naming it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if first_row_only:
+            table = pq.ParquetFile(path).read_row_group(0, columns=columns).slice(0, 1)
+        else:
+            table = pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
+        raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
+    rows = table.to_pylist()
+    if not rows:
+        raise CorruptSnapshotFileError(path, "no rows")
+    return rows
+
+
 def stored_hash(path: Path) -> str | None:
     """Content hash of a stored snapshot file, or ``None`` when there is none."""
     if not path.exists():
         return None
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path, columns=[t.CONTENT_HASH])
-    except Exception as exc:  # pyarrow raises several unrelated types for damaged files
-        raise CorruptSnapshotFileError(path, str(exc).splitlines()[0]) from None
-    if table.num_rows == 0:
-        raise CorruptSnapshotFileError(path, "no rows")
-    return table.column(0)[0].as_py()
+    return _read_stored(path, [t.CONTENT_HASH], first_row_only=True)[0][t.CONTENT_HASH]
 
 
 def _to_arrow(snapshot: Snapshot, source: str):
@@ -224,19 +235,13 @@ def read_runs(cluster: str | None = None) -> list[dict]:
     ``cluster`` matches a cluster ID or alias. Unreadable files raise
     :class:`CorruptSnapshotFileError` naming the file.
     """
-    import pyarrow.parquet as pq
-
     columns = [
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.COMPLETE, t.SOURCE,
         t.AUTHORITATIVE, t.TOPIC_COUNT, t.ERROR_TOPIC_COUNT, t.CONTENT_HASH,
     ]
     runs = []
     for path in snapshot_files():
-        try:
-            pf = pq.ParquetFile(path)
-            row = pf.read_row_group(0, columns=columns).slice(0, 1).to_pylist()[0]
-        except Exception as exc:
-            raise CorruptSnapshotFileError(path, str(exc).splitlines()[0]) from None
+        row = _read_stored(path, columns, first_row_only=True)[0]
         if cluster is None or cluster in (row[t.CLUSTER_ID], row[t.CLUSTER_ALIAS]):
             row["path"] = str(path)
             runs.append(row)
@@ -246,16 +251,9 @@ def read_runs(cluster: str | None = None) -> list[dict]:
 
 def read_snapshot(path: Path) -> Snapshot:
     """A stored snapshot file back as a :class:`Snapshot` (for export and tests)."""
-    import pyarrow.parquet as pq
-
     from topic_lineage.snapshot import TopicObservation
 
-    try:
-        rows = pq.read_table(path).to_pylist()
-    except Exception as exc:
-        raise CorruptSnapshotFileError(path, str(exc).splitlines()[0]) from None
-    if not rows:
-        raise CorruptSnapshotFileError(path, "no rows")
+    rows = _read_stored(path)
     first = rows[0]
     topics = tuple(
         TopicObservation(
