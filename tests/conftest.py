@@ -34,7 +34,9 @@ def spark():
     """One local SparkSession for the whole run (2 cores, few shuffle partitions)."""
     from topic_lineage.spark import get_spark
 
-    session = get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    session = get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2",
+              # the default 1g driver heap fills up over the whole suite (GC thrash)
+              "spark.driver.memory": "4g"})
     yield session
     session.stop()
 
