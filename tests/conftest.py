@@ -55,3 +55,11 @@ def broker(broker_session):
     """The session broker, with every topic deleted before the test."""
     broker_session.delete_all_topics()
     return broker_session
+
+
+@pytest.fixture(autouse=True)
+def _release_cached_frames(request):
+    """Unpersist what a test's transforms persisted, so the shared session's heap stays small."""
+    yield
+    if "spark" in request.fixturenames:
+        request.getfixturevalue("spark").catalog.clearCache()
