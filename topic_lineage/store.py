@@ -20,6 +20,7 @@ from pathlib import Path
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import replace_durably
 from topic_lineage.snapshot import (
     Snapshot,
     SnapshotFormatError,
@@ -143,12 +144,7 @@ def _write_atomically(snapshot: Snapshot, source: str, path: Path) -> None:
         pq.write_table(_to_arrow(snapshot, source), tmp, compression="zstd")
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_durably(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -33,6 +33,7 @@ from typing import Any
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.faults import fault_point
+from topic_lineage.fsutil import replace_durably
 
 log = logging.getLogger(__name__)
 
@@ -207,12 +208,7 @@ def publish(version: str, *, keep: int | None = None) -> str | None:
             handle.flush()
             os.fsync(handle.fileno())
         fault_point("publish")  # fault suite: pointer written, not renamed (topic_lineage/faults.py)
-        os.replace(tmp, pointer)
-        dir_fd = os.open(pointer.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_durably(tmp, pointer)
         if status != PUBLISHED:
             set_status(version, PUBLISHED)
         write_init_sql(version)
