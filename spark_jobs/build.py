@@ -93,7 +93,7 @@ def _file_key(relative: str) -> tuple[str, str]:
 def _read_store(spark, relatives: list[str]):
     root = t.snapshots_dir()
     if not relatives:
-        return spark.createDataFrame([], t.SNAPSHOT_STORE_DDL)
+        return inc.empty_frame(spark, t.SNAPSHOT_STORE_DDL)
     return (
         spark.read.schema(t.SNAPSHOT_STORE_DDL)
         .option("recursiveFileLookup", "true")  # cluster=/date= are not columns

@@ -191,6 +191,39 @@ def test_hold_thresholds_are_configurable(spark, policy, held):
     assert held_flags(spark, one_left, policy)[1] == (held and policy.ratio < 5 / 6)
 
 
+def test_topics_seen_throughout_count_as_live_for_the_hold(spark):
+    """R3 over long histories: six topics seen in every snapshot 0-4 are live at 3, where five
+    others vanish: 5 of 11 closing is not a mass deletion (the build keeps only the ends of a
+    stretch of identical observations; the stretch in between must still count as live)."""
+    others = [topic(f"u{i}", tid(30 + i)) for i in range(5)]
+    history = [snap(h, *SIX, *(others if h <= 2 else ())) for h in range(5)]
+    assert held_flags(spark, history) == [False] * 5
+    actual = incarnations(spark, history).select(t.TOPIC_NAME, "deleted_at")
+    expected = [(f"t{i}", None) for i in range(6)] + [(f"u{i}", at(3)) for i in range(5)]
+    assertDataFrameEqual(actual, spark.createDataFrame(expected, "topic_name STRING, deleted_at TIMESTAMP"))
+
+
+def test_changes_inside_a_long_history_are_all_seen(spark):
+    """Ten hourly snapshots of one topic: a partition change at 5, a describe error at 7 (keeps
+    the attributes), an incomplete snapshot without it at 8, then seen again at 9: two versions,
+    last seen at 9, never deleted; a topic seen from 0 to 6 only is deleted at 7."""
+    history = []
+    for h in range(10):
+        orders = topic("orders", X, partitions=6 if h >= 5 else 3)
+        if h == 7:
+            orders = topic("orders", X, error="UNKNOWN_SERVER_ERROR")
+        shown = ([] if h == 8 else [orders]) + ([topic("audit", Y)] if h <= 6 else [])
+        history.append(snap(h, *shown, complete=h != 8))
+    k, seen = key_for_id(X), {"first_seen": at(0), "last_seen": at(9)}
+    expected = [
+        version(k, "orders", X, 1, "created", at(0), at(5), partitions=3, **seen),
+        version(k, "orders", X, 2, "attributes_changed", at(5), None, partitions=6, **seen),
+        version(key_for_id(Y), "audit", Y, 1, "created", at(0), at(7), first_seen=at(0),
+                last_seen=at(6), deleted=at(7)),
+    ]
+    assertDataFrameEqual(incarnations(spark, history), expected_frame(spark, expected))
+
+
 def test_authoritative_snapshot_is_exempt_from_hold(spark):
     """R3: a snapshot replayed from the KRaft metadata log deletes at once."""
     history = [snap(0, *SIX), snap(1, authoritative=True)]
