@@ -49,10 +49,11 @@ COOKBOOK = {
 def cookbook() -> dict[str, str]:
     page = ROOT / "docs" / "warehouse.md"
     if page.exists():
-        # Each block is labelled by the line of prose above it.
-        blocks = re.findall(r"([^\n]*)\n+```sql\n(.*?)```", page.read_text(), flags=re.DOTALL)
+        # Each block is labelled by the paragraph above it: its first line, up to a parenthesis.
+        blocks = re.findall(r"((?:[^\n]+\n)+)\n*```sql\n(.*?)```", page.read_text(), flags=re.DOTALL)
         queries = {
-            f"#{i + 1} {label.strip().rstrip(':')[:48]}": block.strip().rstrip(";")
+            f"#{i + 1} {label.strip().splitlines()[0].split(' (')[0].rstrip(':')[:48]}":
+                block.strip().rstrip(";")
             for i, (label, block) in enumerate(blocks)
         }
         # Only self-contained SELECTs (no placeholders the page expects the reader to fill in).
