@@ -35,8 +35,8 @@ The rules (contract R1-R6) as this module applies them, per cluster, in ``captur
 **Cost.** The only step over every observation is one sort by (cluster, name, time) that keeps
 the two ends of each *run* (the same topic, unchanged, in consecutive snapshots) and drops its
 interior, which the rules above cannot tell apart from the ends (:func:`_collapse_runs`). The
-rest works on the changes: for 10,000 topics x 1,000 hourly snapshots, some 60,000 rows instead
-of 10 M.
+rest works on the changes: a few rows per topic (its creation, changes, errors, absences from
+incomplete snapshots, its end) instead of one per snapshot.
 
 Incremental builds feed :func:`derive` the new observations plus *seed* rows: the derived state
 of each identity's last observation and each name's last observation (:data:`STATE_DDL`), which
