@@ -285,9 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from topic_lineage.spark import get_spark
 
-    # Takes effect when this process starts the JVM (python build.py); spark-submit sets its own.
-    memory = os.environ.get("TOPIC_LINEAGE_DRIVER_MEMORY", "2g")
-    spark = get_spark("topic-lineage-build", conf={"spark.driver.memory": memory})
+    # $TOPIC_LINEAGE_DRIVER_MEMORY takes effect when this process starts the JVM (python
+    # build.py); spark-submit sets its own.
+    spark = get_spark("topic-lineage-build")
     try:
         info = build_version(
             spark, args.version_id, args.full_refresh,

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# This process's one JVM serves every Spark test, whichever starts it first (the session fixture,
+# or a task or command run in-process): 1-2 GiB fills up over the suite and thrashes in GC.
+os.environ["TOPIC_LINEAGE_DRIVER_MEMORY"] = "4g"
 
 # Airflow reads its home when first imported: give the test session its own, empty one (never
 # ~/airflow), with the repository's dags/ as the DAG folder and no example DAGs.
@@ -34,9 +37,7 @@ def spark():
     """One local SparkSession for the whole run (2 cores, few shuffle partitions)."""
     from topic_lineage.spark import get_spark
 
-    session = get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2",
-              # the default 1g driver heap fills up over the whole suite (GC thrash)
-              "spark.driver.memory": "4g"})
+    session = get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
 

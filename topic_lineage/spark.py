@@ -9,6 +9,10 @@ import os
 import sys
 
 DEFAULT_MASTER = "local[*]"
+# The driver's heap, for whichever call starts this process's JVM first (a JVM keeps the heap
+# it started with: a later session asking for more does not get it).
+DRIVER_MEMORY_ENV = "TOPIC_LINEAGE_DRIVER_MEMORY"
+DEFAULT_DRIVER_MEMORY = "2g"
 
 
 def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None):
@@ -35,6 +39,7 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config("spark.sql.shuffle.partitions", os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"))
         .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY))
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
