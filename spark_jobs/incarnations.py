@@ -213,7 +213,7 @@ def derive(
     name_only_seeds = gapped.filter(name_only)
     rows = gapped.filter(~name_only)
 
-    runs_out = _hold(ranked.drop("_cc_upto", "_pos"), run_pos, rows, policy)
+    runs_out = _hold(ranked, rows, policy)
     held_at = runs_out.select(
         t.CLUSTER_ID, F.col(t.CAPTURED_AT).alias("_c1"), F.col(t.HELD).alias("_c1_held")
     )
@@ -273,6 +273,12 @@ def _seed_rows(state: DataFrame) -> DataFrame:
 _RUN_KEY = (t.TOPIC_ID, t.CLUSTER_ALIAS, t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL)
 
 
+def _complete_since_previous(w_name: Window) -> F.Column:
+    """1 when a complete snapshot lies between the name's previous row and this one, 0 when
+    none does, NULL for its first row (positions from the runs: ``_cc_before``/``_cc_upto``)."""
+    return (F.col("_cc_before") > F.lag("_cc_upto").over(w_name)).cast("int")
+
+
 def _collapse_runs(rows: DataFrame) -> DataFrame:
     """Keep only the ends of each *run*: observations of one name with the same ID, attributes
     and alias, no describe error, in consecutive snapshots of the cluster (no snapshot at all in
@@ -297,9 +303,8 @@ def _collapse_runs(rows: DataFrame) -> DataFrame:
         return F.coalesce(same, F.lit(False))
 
     # Segments: stretches of observations of one name with no complete snapshot in between.
-    complete_between = F.col("_cc_before") > F.lag("_cc_upto").over(w_name)
     rows = (
-        rows.withColumn("_seg_start", complete_between.cast("int"))
+        rows.withColumn("_seg_start", _complete_since_previous(w_name))
         .withColumn("_run_prev", same_as(F.lag, -1))
         .withColumn("_run_next", same_as(F.lead, 1))
     )
@@ -316,9 +321,8 @@ def _resolve_identity(rows: DataFrame) -> DataFrame:
     # between its observations, so the segments are those of every observation), except where
     # the previous observation was not among the new ones: a seed's, or none.
     w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
-    complete_between = F.col("_cc_before") > F.lag("_cc_upto").over(w_name)
     rows = rows.withColumn(
-        "_seg_start", F.coalesce(F.col("_seg_start"), complete_between.cast("int"), F.lit(1))
+        "_seg_start", F.coalesce(F.col("_seg_start"), _complete_since_previous(w_name), F.lit(1))
     )
     rows = rows.withColumn("_seg", F.sum("_seg_start").over(w_name.rowsBetween(_UNBOUNDED, _CURRENT)))
 
@@ -387,8 +391,9 @@ def _gaps(rows: DataFrame, completes: DataFrame) -> DataFrame:
     )
 
 
-def _hold(runs: DataFrame, run_pos: DataFrame, rows: DataFrame, policy: HoldPolicy) -> DataFrame:
-    """R3: decide `held` for runs that do not have it yet, from per-snapshot counts."""
+def _hold(ranked: DataFrame, rows: DataFrame, policy: HoldPolicy) -> DataFrame:
+    """R3: decide `held` for runs (with their positions `_pos`) that do not have it yet, from
+    per-snapshot counts."""
     would_close = (
         rows.filter(
             F.col("_c1").isNotNull()
@@ -412,7 +417,7 @@ def _hold(runs: DataFrame, run_pos: DataFrame, rows: DataFrame, policy: HoldPoli
         .agg(F.sum("_d").alias("_d"))
     )
     in_interiors = (
-        run_pos.join(deltas, on=[t.CLUSTER_ID, "_pos"], how="left")
+        ranked.select(t.CLUSTER_ID, t.CAPTURED_AT, "_pos").join(deltas, on=[t.CLUSTER_ID, "_pos"], how="left")
         .withColumn("_in_interiors", F.sum(F.coalesce(F.col("_d"), F.lit(0))).over(
             Window.partitionBy(t.CLUSTER_ID).orderBy("_pos").rowsBetween(_UNBOUNDED, _CURRENT)
         ))
@@ -429,7 +434,7 @@ def _hold(runs: DataFrame, run_pos: DataFrame, rows: DataFrame, policy: HoldPoli
         & (closing > F.lit(policy.ratio) * live_before)
     )
     return (
-        runs.join(would_close, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
+        ranked.join(would_close, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
         .join(shown_again, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
         .join(in_interiors, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
         .withColumn(t.HELD, F.coalesce(F.col(t.HELD), is_mass_deletion))
