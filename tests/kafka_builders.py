@@ -19,7 +19,10 @@ fact comes from, in apache/kafka:
   length+1, uuid = 16 bytes, tagged fields at the end):
   metadata/src/main/resources/common/metadata/TopicRecord.json (api key 2),
   PartitionRecord.json (3), PartitionChangeRecord.json (5), RemoveTopicRecord.json (9),
-  FeatureLevelRecord.json (12, used as a record type the importer must skip)
+  FeatureLevelRecord.json (12, used as a record type the importer must skip),
+  BeginTransactionRecord.json (23: Name, tagged 0), EndTransactionRecord.json (24: no fields),
+  AbortTransactionRecord.json (25: Reason, tagged 0)
+* snapshot footer value (int16 Version, tagged fields): SnapshotFooterRecord.json
 * kafka-dump-log text: core/src/main/scala/kafka/tools/DumpLogSegments.scala (dumpLog,
   printBatchLevel, ClusterMetadataLogMessageParser: {"type":"TOPIC_RECORD","version":0,"data":{...}})
 """
@@ -30,6 +33,10 @@ import gzip
 import json
 import struct
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from topic_lineage import topic_id as tid
 from topic_lineage.importers.crc32c import crc32c
@@ -138,6 +145,20 @@ def partition_change_record(topic_id: str, partition: int, *, isr=None, leader=N
 def feature_level_record(name: str = "metadata.version", level: int = 20) -> bytes:
     value = frame(12, 0, compact_string(name) + struct.pack(">h", level) + tagged({}))
     return _register(value, "FEATURE_LEVEL_RECORD", {"name": name, "featureLevel": level})
+
+
+def begin_transaction_record(name: str = "Bootstrap records") -> bytes:
+    value = frame(23, 0, tagged({0: compact_string(name)}))
+    return _register(value, "BEGIN_TRANSACTION_RECORD", {"name": name})
+
+
+def end_transaction_record() -> bytes:
+    return _register(frame(24, 0, tagged({})), "END_TRANSACTION_RECORD", {})
+
+
+def abort_transaction_record(reason: str = "controller failover") -> bytes:
+    value = frame(25, 0, tagged({0: compact_string(reason)}))
+    return _register(value, "ABORT_TRANSACTION_RECORD", {"reason": reason})
 
 
 @dataclass
@@ -264,3 +285,37 @@ def dump_text(batches: list[Batch], *, file_name: str, skip_record_metadata: boo
             else:
                 lines.append(f"{meta} payload: {_json_payload(rec.value)}")
     return "\n".join(lines) + "\n"
+
+
+# --- real Kafka artifacts (../shared/real-kafka beside the clone; read in place) -------------
+REAL_KAFKA = Path(__file__).resolve().parents[1].parent / "shared" / "real-kafka"
+
+
+def real_kafka(*parts: str) -> Path:
+    """A path under the real-Kafka artifacts. Skips only when the whole folder is absent.
+
+    CI always has it, so a missing file below it is a failure of the test, not a skip.
+    """
+    if not REAL_KAFKA.is_dir():
+        reason = f"real Kafka artifacts not found at {REAL_KAFKA} (expected beside the clone)"
+        print(reason)
+        pytest.skip(reason)
+    return REAL_KAFKA.joinpath(*parts)
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+# ../shared/real-kafka/kraft-binary/ldi-poc-kafka-3.7.0.source.md: name -> (ID, partitions,
+# replication factor, creation time)
+REAL_370_CLUSTER = "q1w2e3r4t5y6u7i8o9p0"
+REAL_370_TOPICS = {
+    "__consumer_offsets": ("gSnfpEbtQfSDpxM2lhEn9A", 50, 1, _utc("2026-01-30T16:47:18.591Z")),
+    "batch2.work.notification.SHR_PROD.persistence": (
+        "306J_pu4Tiybgh3rvq-3HQ", 1, 1, _utc("2026-01-30T16:47:18.628Z")),
+    "subscription.matching.SHR_PROD.persistence": (
+        "shr_LbhQRi20mLSqvU22rA", 1, 1, _utc("2026-01-30T16:47:53.103Z")),
+    "TestTopicPatient": ("B3_HiNPgSQ6oxG9ZZ6ED5A", 1, 1, _utc("2026-01-30T17:01:47.805Z")),
+    "Retry.TestTopicPatient": ("_g4of-T3Rq-jr09kDxtjFA", 1, 1, _utc("2026-01-30T17:01:47.838Z")),
+}

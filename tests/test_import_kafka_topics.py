@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import kafka_builders as kb
 import pytest
 
 from topic_lineage import store
@@ -53,7 +54,7 @@ def test_capture_with_header_time_and_ids(tmp_path):
     path = write(tmp_path, "capture.txt", "# captured_at: 2026-11-01T06:00:00+01:00\n" + MODERN)
     [snap] = read_files("kafka-topics", [path], cluster_id=CLUSTER)
     assert snap.captured_at == datetime(2026, 11, 1, 5, tzinfo=UTC)
-    assert snap.complete and not snap.authoritative
+    assert not snap.complete and not snap.authoritative  # not declared whole
     assert (snap.cluster_id, snap.cluster_alias) == (CLUSTER, CLUSTER)
     assert observed(snap) == {
         "orders": ("b8tRS7h4TJ2Vt43Dp85v2A", 2, 3, False),
@@ -139,8 +140,121 @@ def test_cli_imports_captures_over_time(tl_home, tmp_path, capsys):
     first = write(tmp_path, "2026-11-01T00:00:00Z.txt", PRE_ID)
     second = write(tmp_path, "2026-11-02T00:00:00Z.txt", MODERN)
     code = main(["import", "--format", "kafka-topics", "--cluster-id", CLUSTER,
-                 "--cluster-alias", "prod", str(first), str(second)])
+                 "--cluster-alias", "prod", "--complete", str(first), str(second)])
     assert code == 0, capsys.readouterr().err
     runs = store.read_runs("prod")
     assert [(r["source"], r["complete"], r["topic_count"]) for r in runs] == [
         ("import:kafka-topics", True, 2), ("import:kafka-topics", True, 2)]
+
+
+# --- issue 13 ------------------------------------------------------------------------------
+def one_topic(name: str, topic_id: str) -> str:
+    """What 'kafka-topics.sh --describe --topic NAME' prints: one topic, not the cluster."""
+    return (f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: 1\tReplicationFactor: 1\t"
+            f"Configs: \n\tTopic: {name}\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\n")
+
+
+def test_a_capture_is_complete_only_when_declared_whole(tl_home, tmp_path, capsys):
+    """Point 2: two '--describe --topic X' captures used to be stored complete, and the second
+    one deleted the first one's topic."""
+    a = write(tmp_path, "orders-2026-11-01T00:00:00Z.txt", one_topic("orders", ORDERS))
+    b = write(tmp_path, "payments-2026-11-02T00:00:00Z.txt",
+              one_topic("payments", "AAECAwQFBgcICQoLDA0ODw"))
+    assert main(["import", "--format", "kafka-topics", "--cluster-id", CLUSTER, str(a),
+                 str(b)]) == 0
+    assert [(r["complete"], r["topic_count"]) for r in store.read_runs(CLUSTER)] == [
+        (False, 1), (False, 1)]
+    # declared by a header line, or by --complete; the header wins over the flag
+    whole = write(tmp_path, "all-2026-11-03T00:00:00Z.txt", "# complete: true\n" + MODERN)
+    not_whole = write(tmp_path, "x-2026-11-04T00:00:00Z.txt", "# complete: false\n" + MODERN)
+    plain = write(tmp_path, "y-2026-11-05T00:00:00Z.txt", MODERN)
+    snaps = read_files("kafka-topics", [whole, not_whole, plain], cluster_id=CLUSTER)
+    assert [s.complete for s in snaps] == [True, False, False]
+    snaps = read_files("kafka-topics", [whole, not_whole, plain], cluster_id=CLUSTER,
+                       complete=True)
+    assert [s.complete for s in snaps] == [True, False, True]
+    bad = write(tmp_path, "z-2026-11-06T00:00:00Z.txt", "# complete: yes\n" + MODERN)
+    with pytest.raises(DescribeFormatError, match="complete header must be true or false"):
+        read_files("kafka-topics", [bad], cluster_id=CLUSTER)
+    assert main(["import", "--format", "kraft-dump", "--complete", "--cluster-id", CLUSTER,
+                 str(a)]) == 2
+    assert "--complete applies to kafka-topics only" in capsys.readouterr().err
+
+
+ORDERS = "b8tRS7h4TJ2Vt43Dp85v2A"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("kt01-apache-kafka-docs-quickstart.txt",
+     {"quickstart-events": ("NPmZHyhbR9y00wMglMH2sg", 1, 1, False)}),
+    ("kt02-apache-kafka-docs-ops-increase-rf.txt", {"foo": (None, 1, 3, False)}),
+    ("kt03-apache-kafka-docs-streams-quickstart.txt",
+     {"streams-wordcount-output": (None, 1, 1, False),
+      "streams-plaintext-input": (None, 1, 1, False)}),
+], ids=["kt01-spaces", "kt02-pre-2.2", "kt03-pre-2.2-configs"])
+def test_output_as_kafka_documentation_prints_it(tmp_path, name, expected):
+    """Point 3: read in place (a symlink gives the capture time a name, as real captures
+    carry none); kt01 has spaces where the tool prints tabs and was refused as 'not a legal
+    Kafka topic name'."""
+    link = tmp_path / f"{name[:-4]}-20240101T000000Z.txt"
+    link.symlink_to(kb.real_kafka("kafka-topics", name))
+    [snap] = read_files("kafka-topics", [link], cluster_id=CLUSTER)
+    assert observed(snap) == expected
+    assert snap.captured_at == datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_fields_are_read_by_name_whatever_the_whitespace(tmp_path):
+    import re
+
+    tabs = write(tmp_path, "tabs-2026-11-01T00:00:00Z.txt", MODERN)
+    spaces = write(tmp_path, "spaces-2026-11-01T00:00:00Z.txt",
+                   re.sub(r"\t", lambda m: "   ", MODERN))
+    reassigning = write(tmp_path, "r-2026-11-01T00:00:00Z.txt", (
+        "Topic: orders TopicId: b8tRS7h4TJ2Vt43Dp85v2A PartitionCount: 1 ReplicationFactor: 3 "
+        "Configs: cleanup.policy=compact MarkedForDeletion: true\n"
+        "  Topic: orders Partition: 0 Leader: 1 Replicas: 1,2,3,4 Isr: 1,2,3 "
+        "Adding Replicas: 4 Removing Replicas:  Elr: N/A LastKnownElr: N/A\n"))
+    a, b, c = (read_files("kafka-topics", [p], cluster_id=CLUSTER)[0]
+               for p in (tabs, spaces, reassigning))
+    assert a.topics == b.topics
+    assert observed(c) == {"orders": (ORDERS, 1, 3, False)}
+
+
+WARN_38 = ("[2025-01-06 08:18:26,460] WARN [AdminClient clientId=adminclient-1] The "
+           "DescribeTopicPartitions API is not supported, using Metadata API to describe topics. "
+           "(org.apache.kafka.clients.admin.KafkaAdminClient)")
+ZK_INFO = [
+    "[2018-03-05 10:15:32,123] INFO Client environment:zookeeper.version=3.4.10-39d3a4f2, built "
+    "on 03/23/2017 10:13 GMT (org.apache.zookeeper.ZooKeeper)",
+    "[2018-03-05 10:15:32,200] INFO Opening socket connection to server localhost/127.0.0.1:2181."
+    " Will not attempt to authenticate using SASL (unknown error) "
+    "(org.apache.zookeeper.ClientCnxn)",
+]
+
+
+def test_tool_log_lines_are_skipped_and_counted(tl_home, tmp_path, capsys):
+    """Point 4: output captured with 2>&1 mixes log4j lines into the capture."""
+    lines = MODERN.splitlines()
+    mixed = "\n".join([WARN_38, lines[0], *ZK_INFO, *lines[1:]]) + "\n"
+    clean = write(tmp_path, "a-2026-11-01T00:00:00Z.txt", MODERN)
+    noisy = write(tmp_path, "b-2026-11-02T00:00:00Z.txt", mixed)
+    notes: list[str] = []
+    a, b = read_files("kafka-topics", [clean, noisy], cluster_id=CLUSTER, notes=notes)
+    assert a.topics == b.topics
+    assert notes == [f"{noisy}: skipped 3 log line(s) of the tool (line 1, 3, 4)"]
+    assert main(["import", "--format", "kafka-topics", "--cluster-id", CLUSTER, str(noisy)]) == 0
+    assert f"note: {noisy}: skipped 3 log line(s)" in capsys.readouterr().out
+    # anything else is still refused, naming file and line
+    other = write(tmp_path, "c-2026-11-03T00:00:00Z.txt",
+                  mixed + "Exception in thread main java.lang.NullPointerException\n")
+    with pytest.raises(DescribeFormatError, match=f"^{other}:9: unrecognised line"):
+        read_files("kafka-topics", [other], cluster_id=CLUSTER)
+    # an ERROR logged by the tool: the capture may lack topics, so it cannot be declared whole
+    error = write(tmp_path, "d-2026-11-04T00:00:00Z.txt", "[2025-01-06 08:18:27,001] ERROR "
+                  "[AdminClient clientId=adminclient-1] Connection to node 2 failed "
+                  "(org.apache.kafka.clients.NetworkClient)\n" + MODERN)
+    [snap] = read_files("kafka-topics", [error], cluster_id=CLUSTER)
+    assert not snap.complete
+    with pytest.raises(DescribeFormatError, match=f"^{error}:1: declared complete, but the tool "
+                                                  "logged an error"):
+        read_files("kafka-topics", [error], cluster_id=CLUSTER, complete=True)

@@ -23,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster-id", help="cluster ID for formats that do not carry one (for "
                    "kraft-log/kraft-dump also the path of the cluster's meta.properties)")
     p.add_argument("--cluster-alias", help="cluster alias for formats that do not carry one")
+    p.add_argument("--complete", action="store_true", help="kafka-topics only: each file "
+                   "covers the whole cluster (an unfiltered 'kafka-topics.sh --describe'), so "
+                   "topics it lacks were deleted. Without it (and without a '# complete: true' "
+                   "header line) a capture is stored as incomplete and deletes nothing")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("snapshots", help="list stored snapshots")
@@ -40,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     if args.format == "jsonl":
+        if args.complete:
+            from topic_lineage.importers import ImportInputError
+
+            raise ImportInputError("--complete applies to kafka-topics only: a jsonl snapshot "
+                                   "carries its own 'complete' field")
         for path in args.files:  # every file is checked before any is stored
             check_jsonl(path)
         for path in args.files:
@@ -48,9 +57,13 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     from topic_lineage import importers
 
+    notes: list[str] = []
     result = importers.import_files(
-        args.format, args.files, cluster_id=args.cluster_id, cluster_alias=args.cluster_alias
+        args.format, args.files, cluster_id=args.cluster_id, cluster_alias=args.cluster_alias,
+        complete=args.complete, notes=notes,
     )
+    for note in notes:
+        print(f"note: {note}")
     print(result)
     return 0
 

@@ -42,7 +42,8 @@ class ImportFormat:
     read: Callable[..., list[Snapshot]]
 
 
-def _read_jsonl(paths: Sequence[Path], cluster_id=None, cluster_alias=None) -> list[Snapshot]:
+def _read_jsonl(paths: Sequence[Path], cluster_id=None, cluster_alias=None,
+                **_) -> list[Snapshot]:
     from topic_lineage.snapshot import read_jsonl
 
     return [snap for path in paths for snap in read_jsonl(path)]
@@ -66,22 +67,23 @@ def resolve_cluster_id(value: str | None, paths: Sequence[Path]) -> str:
 
 
 def _read_kraft(paths: Sequence[Path], cluster_id=None, cluster_alias=None, *,
-                text: bool) -> list[Snapshot]:
+                text: bool, notes=None, **_) -> list[Snapshot]:
     from topic_lineage.importers import kraft_log
 
     cluster = resolve_cluster_id(cluster_id, paths)
     return kraft_log.load(list(paths), text=text, cluster_id=cluster,
-                          cluster_alias=cluster_alias or cluster)
+                          cluster_alias=cluster_alias or cluster, notes=notes)
 
 
-def _read_kafka_topics(paths: Sequence[Path], cluster_id=None,
-                       cluster_alias=None) -> list[Snapshot]:
+def _read_kafka_topics(paths: Sequence[Path], cluster_id=None, cluster_alias=None,
+                       complete=False, notes=None) -> list[Snapshot]:
     from topic_lineage.importers.kafka_topics import read_capture
 
-    return [read_capture(p, cluster_id=cluster_id, cluster_alias=cluster_alias) for p in paths]
+    return [read_capture(p, cluster_id=cluster_id, cluster_alias=cluster_alias,
+                         complete=complete, notes=notes) for p in paths]
 
 
-def _partition_metadata(paths, cluster_id=None, cluster_alias=None) -> list[Snapshot]:
+def _partition_metadata(paths, **_) -> list[Snapshot]:
     raise UnknownFormatError(
         "partition.metadata files are not imported as snapshots (a log directory holds only "
         "some partitions, without trustworthy partition counts); run "
@@ -113,14 +115,28 @@ def get_format(name: str) -> ImportFormat:
             f"unknown import format {name!r}; formats: {', '.join(FORMATS)}") from None
 
 
+COMPLETE_DECLARABLE = ("kafka-topics",)
+"""Formats whose files may cover part of a cluster: complete only when the user says so."""
+
+
 def read_files(fmt: str, paths: Sequence[Path | str], *, cluster_id: str | None = None,
-               cluster_alias: str | None = None) -> list[Snapshot]:
-    """Convert and validate every input; distinct snapshots, oldest first. Stores nothing."""
+               cluster_alias: str | None = None, complete: bool = False,
+               notes: list[str] | None = None) -> list[Snapshot]:
+    """Convert and validate every input; distinct snapshots, oldest first. Stores nothing.
+
+    ``complete`` declares that each file covers the whole cluster (``kafka-topics`` only).
+    What was skipped or not applied is appended to ``notes``, one sentence per item.
+    """
     importer = get_format(fmt)
     files = [Path(p) for p in paths]
     if not files:
         raise ImportInputError("no input files given")
-    snapshots = importer.read(files, cluster_id=cluster_id, cluster_alias=cluster_alias)
+    if complete and fmt not in COMPLETE_DECLARABLE:
+        raise ImportInputError(
+            f"--complete applies to {', '.join(COMPLETE_DECLARABLE)} only: a {fmt} input "
+            "carries its own completeness")
+    snapshots = importer.read(files, cluster_id=cluster_id, cluster_alias=cluster_alias,
+                              complete=complete, notes=notes)
     return deduplicate(snapshots)
 
 
@@ -140,11 +156,13 @@ def deduplicate(snapshots: Sequence[Snapshot]) -> list[Snapshot]:
 
 
 def import_files(fmt: str, paths: Sequence[Path | str], *, cluster_id: str | None = None,
-                 cluster_alias: str | None = None):
+                 cluster_alias: str | None = None, complete: bool = False,
+                 notes: list[str] | None = None):
     """Read, validate and store; returns the :class:`store.IngestResult`."""
     from topic_lineage import store
 
-    snapshots = read_files(fmt, paths, cluster_id=cluster_id, cluster_alias=cluster_alias)
+    snapshots = read_files(fmt, paths, cluster_id=cluster_id, cluster_alias=cluster_alias,
+                           complete=complete, notes=notes)
     return store.save_all(snapshots, source=f"import:{fmt}")
 
 

@@ -49,6 +49,7 @@ from topic_lineage.snapshot import Snapshot, TopicObservation
 # Topic.INTERNAL_TOPICS in Kafka's clients module.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION_DIR = METADATA_TOPIC + "-0"
 
 SUPPORTED_CODECS = ("none", "gzip", "zstd")
 """Batch compression codecs this reader decodes (KRaft writes uncompressed batches by default)."""
@@ -60,10 +61,16 @@ TOPIC_RECORD = 2
 PARTITION_RECORD = 3
 PARTITION_CHANGE_RECORD = 5
 REMOVE_TOPIC_RECORD = 9
+BEGIN_TRANSACTION_RECORD = 23
+END_TRANSACTION_RECORD = 24
+ABORT_TRANSACTION_RECORD = 25
 _KNOWN_VERSIONS = {TOPIC_RECORD: 0, PARTITION_RECORD: 2, PARTITION_CHANGE_RECORD: 2,
                    REMOVE_TOPIC_RECORD: 0}
+_TRANSACTION_MARKERS = {BEGIN_TRANSACTION_RECORD: "begin", END_TRANSACTION_RECORD: "end",
+                        ABORT_TRANSACTION_RECORD: "abort"}
 
 SNAPSHOT_HEADER_CONTROL_TYPE = 3
+SNAPSHOT_FOOTER_CONTROL_TYPE = 4
 
 log = logging.getLogger(__name__)
 _WARNED: set[tuple[int, int]] = set()
@@ -80,6 +87,7 @@ class MetadataLogError(TopicLineageError, ValueError):
 
     def __init__(self, message: str, *, location: str = ""):
         self.location = location
+        self.reason = message
         super().__init__(f"{location}: {message}" if location else message)
 
 
@@ -123,7 +131,16 @@ class PartitionChanged:
     adding: tuple[int, ...] | None
 
 
-Change = TopicCreated | TopicRemoved | PartitionSet | PartitionChanged
+@dataclass(frozen=True)
+class TransactionMarker:
+    """``BeginTransactionRecord`` / ``EndTransactionRecord`` / ``AbortTransactionRecord`` (KIP-866)."""
+
+    offset: int
+    timestamp_ms: int
+    kind: str  # "begin" | "end" | "abort"
+
+
+Change = TopicCreated | TopicRemoved | PartitionSet | PartitionChanged | TransactionMarker
 
 
 @dataclass
@@ -134,6 +151,7 @@ class LogBatch:
     is_control: bool
     location: str
     changes: list[Change] = field(default_factory=list)
+    has_footer: bool = False  # holds a SnapshotFooterRecord (the last batch of a snapshot)
 
 
 @dataclass
@@ -151,9 +169,9 @@ class LogSource:
         if self.header_timestamp_ms and self.header_timestamp_ms > 0:
             return self.header_timestamp_ms
         stamps = [b.max_timestamp_ms for b in self.batches if b.max_timestamp_ms >= 0]
-        if not stamps:
-            raise MetadataLogError("snapshot has no timestamp (no header, no batches)",
-                                   location=self.label)
+        if not stamps or max(stamps) <= 0:
+            raise MetadataLogError("snapshot has no timestamp (no SnapshotHeader time, no batch "
+                                   "time)", location=self.label)
         return max(stamps)
 
 
@@ -281,6 +299,9 @@ def _parse_metadata_record(value: bytes, offset: int, timestamp_ms: int,
         raise r.fail(f"metadata record frame version {frame_version} (only 1 exists)")
     api_key = r.uvarint()
     version = r.uvarint()
+    if api_key in _TRANSACTION_MARKERS:
+        # Their only field (a name or reason) is tagged: nothing else to read.
+        return TransactionMarker(offset, timestamp_ms, _TRANSACTION_MARKERS[api_key])
     if api_key not in _KNOWN_VERSIONS:
         return None  # brokers, configs, features, ...: not part of a topic's history
     newer = version > _KNOWN_VERSIONS[api_key]
@@ -314,10 +335,25 @@ def _parse_metadata_record(value: bytes, offset: int, timestamp_ms: int,
                 r.compact_uuid_array()  # directories (KIP-858)
         change = PartitionSet(offset, timestamp_ms, topic, partition, tuple(replicas),
                               tuple(adding or ()))
-    else:  # PARTITION_CHANGE_RECORD: everything but the partition is a tagged field
+    else:  # PARTITION_CHANGE_RECORD: everything after the topic ID is a tagged field
         partition = r.int32()
         topic = r.uuid()
-        tags = r.tagged_fields() if not newer else {}
+        # Every version so far (0-2) adds tagged fields only, so a newer version is read the
+        # same way: its tagged fields generically, Replicas (tag 2) and AddingReplicas (tag 4)
+        # by tag. A newer version that does not have that shape is refused, never half-read.
+        try:
+            tags = r.tagged_fields()
+            if r.remaining():
+                raise r.fail(f"{r.remaining()} byte(s) after the tagged fields")
+        except MetadataLogError as exc:
+            if not newer:
+                raise
+            raise MetadataLogError(
+                f"PartitionChangeRecord version {version} is newer than this reader knows "
+                f"({_KNOWN_VERSIONS[api_key]}) and is not made of tagged fields only "
+                f"({exc.reason}); dump the log with kafka-dump-log.sh "
+                "--cluster-metadata-decoder and import the text with --format kraft-dump",
+                location=location) from None
         replicas = _tagged_int32_array(tags.get(2), location)
         adding = _tagged_int32_array(tags.get(4), location)
         return PartitionChanged(offset, timestamp_ms, topic, partition, replicas, adding)
@@ -410,6 +446,8 @@ def _read_records(payload: bytes, count: int, batch: LogBatch, base_ts: int,
         if batch.is_control:
             if key is not None and len(key) >= 4 and value is not None:
                 control_type = struct.unpack(">h", key[2:4])[0]
+                if control_type == SNAPSHOT_FOOTER_CONTROL_TYPE:
+                    batch.has_footer = True
                 if control_type == SNAPSHOT_HEADER_CONTROL_TYPE:
                     header = _Reader(value, where)
                     header.int16()  # SnapshotHeaderRecord.Version
@@ -482,14 +520,30 @@ def _read_binary(data, path: Path, label: str) -> LogSource:
         _append_batch(source.batches, batch)
     if source.kind == "segment" and source.start_offset is None and source.batches:
         source.start_offset = source.batches[0].base_offset
+    if source.kind != "segment" and not (source.batches and source.batches[-1].has_footer):
+        raise _missing_footer(label)
     return source
 
 
+def _missing_footer(label: str) -> MetadataLogError:
+    # RecordsSnapshotWriter ends every snapshot with a SnapshotFooterRecord in a control batch
+    # of its own; without it the file is cut short and its topic list cannot be trusted.
+    return MetadataLogError(
+        "the snapshot does not end with its SnapshotFooterRecord: the file is truncated "
+        "(or still being written); nothing was imported", location=label)
+
+
 def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
-    """Files given directly, plus the ``*.log`` / ``*.checkpoint`` files of given directories."""
+    """Files given directly, plus the ``*.log`` / ``*.checkpoint`` files of given directories.
+
+    A ``metadata.log.dir`` root (the folder holding ``meta.properties`` and
+    ``__cluster_metadata-0``) stands for its ``__cluster_metadata-0`` folder.
+    """
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
+        if (path / METADATA_PARTITION_DIR).is_dir():
+            path = path / METADATA_PARTITION_DIR
         if path.is_dir():
             found = sorted(p for p in path.iterdir()
                            if p.is_file() and p.suffix in (".log", ".checkpoint"))
@@ -511,6 +565,9 @@ _RECORD_TYPES = {
     "partitionrecord": PARTITION_RECORD,
     "partitionchangerecord": PARTITION_CHANGE_RECORD,
     "removetopicrecord": REMOVE_TOPIC_RECORD,
+    "begintransactionrecord": BEGIN_TRANSACTION_RECORD,
+    "endtransactionrecord": END_TRANSACTION_RECORD,
+    "aborttransactionrecord": ABORT_TRANSACTION_RECORD,
 }
 
 
@@ -531,7 +588,8 @@ def _parse_dump_lines(lines: Iterable[str], label: str) -> list[LogSource]:
     sources: list[LogSource] = []
     source: LogSource | None = None
     batch: LogBatch | None = None
-    index_in_batch = 0
+    count = index_in_batch = blank_lines = 0
+    with_metadata: set[int] = set()  # id() of sources printed without --skip-record-metadata
 
     def current_source(location: str) -> LogSource:
         nonlocal source
@@ -540,17 +598,36 @@ def _parse_dump_lines(lines: Iterable[str], label: str) -> list[LogSource]:
             sources.append(source)
         return source
 
+    def close_batch() -> None:
+        # DumpLogSegments prints one line per record (println after each); with
+        # --skip-record-metadata a control record's line is empty. Fewer lines than the batch
+        # line's count: the text was cut (or edited); it cannot be replayed.
+        nonlocal batch
+        if batch is None:
+            return
+        lines_seen = index_in_batch
+        if batch.is_control and index_in_batch == 0:
+            lines_seen = min(blank_lines, count)
+        if lines_seen != count:
+            raise MetadataLogError(
+                f"the batch line says count: {count}, but {lines_seen} record line(s) follow it: "
+                "the dump is truncated or was edited; nothing was imported",
+                location=batch.location)
+        batch = None
+
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
         location = f"{label}:{number}"
         stripped = line.strip()
         if not stripped:
+            blank_lines += 1
             continue
         if line.startswith("Dumping "):
+            close_batch()
             source = LogSource(f"{label} ({line[8:].strip()})", "segment")
             sources.append(source)
-            batch = None
-        elif line.startswith("Log starting offset: "):
+        elif line.startswith(("Log starting offset: ", "Starting offset: ")):
+            # "Starting offset:" is how DumpLogSegments 2.8-3.2 printed it.
             current_source(location).start_offset = _int(line.split(":", 1)[1], location)
         elif line.startswith("Snapshot end offset: "):
             match = re.match(r"Snapshot end offset: (\d+), epoch: (\d+)", line)
@@ -561,12 +638,13 @@ def _parse_dump_lines(lines: Iterable[str], label: str) -> list[LogSource]:
         elif line.startswith("KRaft bootstrap snapshot"):
             current_source(location).kind = "bootstrap"
         elif line.startswith("baseOffset: "):
+            close_batch()
             fields = dict(_KV.findall(line))
             if fields.get("isvalid") == "false":
                 raise MetadataLogError("batch reported isvalid: false (CRC mismatch): the "
                                        "segment is corrupted", location=location)
             timestamp = fields.get("CreateTime", fields.get("LogAppendTime"))
-            for needed in ("lastOffset", "isControl"):
+            for needed in ("lastOffset", "count", "isControl"):
                 if needed not in fields:
                     raise MetadataLogError(f"batch line without {needed}: {line!r}",
                                            location=location)
@@ -576,10 +654,24 @@ def _parse_dump_lines(lines: Iterable[str], label: str) -> list[LogSource]:
                 fields["isControl"] == "true", location,
             )
             _append_batch(current_source(location).batches, batch)
-            index_in_batch = 0
+            count = _int(fields["count"], location)
+            index_in_batch = blank_lines = 0
         elif line.startswith(("| offset: ", " payload: ")):
             if batch is None:
-                raise MetadataLogError("record line before any batch line", location=location)
+                offset = dict(_KV.findall(line)).get("offset")
+                raise MetadataLogError(
+                    "record lines without their batch line"
+                    + (f" (first offset {offset})" if offset else "")
+                    + ": a partial excerpt of a dump cannot be replayed. A replay must start at "
+                    "offset 0 or at a snapshot: dump whole files with kafka-dump-log.sh "
+                    "--cluster-metadata-decoder --files <every *.log, or the latest "
+                    "*.checkpoint and the segments after it>", location=location)
+            if index_in_batch >= count:
+                raise MetadataLogError(
+                    f"more record lines than the batch line's count: {count}; the dump was "
+                    "edited or mixes files", location=location)
+            if line.startswith("| offset: "):
+                with_metadata.add(id(current_source(location)))
             _read_text_record(line, batch, index_in_batch, current_source(location), location)
             index_in_batch += 1
         elif line.startswith("Found ") and "invalid bytes at the end of" in line:
@@ -592,9 +684,19 @@ def _parse_dump_lines(lines: Iterable[str], label: str) -> list[LogSource]:
                 "__cluster_metadata with --cluster-metadata-decoder", location=location)
         else:
             raise MetadataLogError(f"unrecognised line: {stripped[:80]!r}", location=location)
+    close_batch()
     for src in sources:
         if src.kind == "segment" and src.start_offset is None and src.batches:
             src.start_offset = src.batches[0].base_offset
+        if src.kind != "segment":
+            last = src.batches[-1] if src.batches else None
+            # With record metadata the footer is printed ("SnapshotFooter {...}"); with
+            # --skip-record-metadata control records print empty lines, so the most the text
+            # shows is that the snapshot ends with a control batch, as the footer's does.
+            ends_well = last is not None and (
+                last.has_footer if id(src) in with_metadata else last.is_control)
+            if not ends_well:
+                raise _missing_footer(src.label)
     return sources
 
 
@@ -613,6 +715,8 @@ def _read_text_record(line: str, batch: LogBatch, index: int, source: LogSource,
     stamp = fields.get("CreateTime", fields.get("LogAppendTime"))
     timestamp = _int(stamp, location) if stamp is not None else batch.max_timestamp_ms
     if batch.is_control:
+        if " SnapshotFooter " in meta:
+            batch.has_footer = True
         marker = "SnapshotHeader "
         if marker in meta:
             try:
@@ -647,6 +751,8 @@ def _read_text_record(line: str, batch: LogBatch, index: int, source: LogSource,
 
 def _change_from_json(api_key: int, data: dict, offset: int, timestamp: int) -> Change:
     # Field names: MetadataJsonConverters writes each field's camelCase name.
+    if api_key in _TRANSACTION_MARKERS:
+        return TransactionMarker(offset, timestamp, _TRANSACTION_MARKERS[api_key])
     if api_key == TOPIC_RECORD:
         return TopicCreated(offset, timestamp, str(data["name"]), tid.canonical(data["topicId"]))
     if api_key == REMOVE_TOPIC_RECORD:
@@ -746,18 +852,34 @@ class _Image:
                 change.adding if change.adding is not None else old[1],
             )
 
+    def copy(self) -> _Image:
+        other = _Image()
+        other.topics = {topic: _TopicState(state.name, dict(state.partitions))
+                        for topic, state in self.topics.items()}
+        other.by_name = dict(self.by_name)
+        other.observed = dict(self.observed)
+        other.dirty = self.dirty
+        return other
+
     def view(self) -> tuple[TopicObservation, ...]:
         self.dirty = False
         return tuple(sorted(self.observed.values(), key=lambda o: o.name))
 
 
-def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str) -> list[Snapshot]:
+def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str,
+           notes: list[str] | None = None) -> list[Snapshot]:
     """Replay decoded sources in offset order; one complete, authoritative snapshot per change.
 
     The replay must start at a known state: a segment beginning at offset 0, or a snapshot
     (``.checkpoint``). Records before the first snapshot are skipped when no segment starts at
     0; a later snapshot the segments already reach is skipped; a snapshot after a gap in the
     segments restarts the state from it. A gap no snapshot covers is an error.
+
+    Metadata transactions (KIP-866) are replayed as Kafka's ``MetadataBatchLoader`` does: the
+    changes between ``BeginTransactionRecord`` and ``EndTransactionRecord`` become visible at
+    the end, in one snapshot; ``AbortTransactionRecord`` discards them; no snapshot is taken
+    inside a transaction; changes earlier in the batch that begins one are published first.
+    A transaction still open where the log ends is not applied (``notes`` says so).
     """
     steps: list[tuple[int, int, object]] = []
     for src in sources:
@@ -769,16 +891,19 @@ def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str) -> lis
     has_snapshot = any(kind == 0 for _, kind, _ in steps)
     emitter = _Emitter(cluster_id, cluster_alias)
     image: _Image | None = None
+    before_transaction: _Image | None = None  # the image at BeginTransactionRecord, while open
+    begun_at = -1
     next_offset = 0
     for offset, kind, item in steps:
         if kind == 0:
             src: LogSource = item  # type: ignore[assignment]
             if image is not None and next_offset >= offset:
                 continue  # the segments already replayed past this snapshot
-            image = _Image()
+            image, before_transaction = _Image(), None
             for batch in src.batches:
                 for change in batch.changes:
-                    image.apply(change, batch.location)
+                    if not isinstance(change, TransactionMarker):
+                        image.apply(change, batch.location)
             next_offset = offset
             emitter.emit(image.view(), src.snapshot_timestamp_ms(), force=True)
             continue
@@ -791,8 +916,9 @@ def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str) -> lis
             else:
                 raise MetadataLogError(
                     f"the log starts at offset {batch.base_offset}, not 0, and no snapshot "
-                    "(.checkpoint) was given: the topics created before it are unknown. Add the "
-                    "latest *.checkpoint file of the metadata log directory",
+                    "(.checkpoint) was given: a partial excerpt of the log cannot be replayed "
+                    "(the topics created before it are unknown). Give the whole log from "
+                    "offset 0, or add the latest *.checkpoint file of the metadata log directory",
                     location=batch.location)
         if batch.last_offset < next_offset:
             continue  # overlapping copies of the same offsets
@@ -802,12 +928,33 @@ def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str) -> lis
                 "given, and no snapshot covers the gap)", location=batch.location)
         stamp = None
         for change in batch.changes:
-            if change.offset >= next_offset:
+            if change.offset < next_offset:
+                continue
+            if not isinstance(change, TransactionMarker):
                 image.apply(change, batch.location)
                 stamp = change.timestamp_ms
+            elif change.kind == "begin":
+                if before_transaction is not None:
+                    raise MetadataLogError(
+                        f"BeginTransactionRecord at offset {change.offset} inside the "
+                        f"transaction begun at offset {begun_at}", location=batch.location)
+                if stamp is not None and image.dirty:
+                    emitter.emit(image.view(), stamp)  # what precedes it is committed
+                before_transaction, begun_at, stamp = image.copy(), change.offset, None
+            elif before_transaction is None:
+                raise MetadataLogError(
+                    f"{change.kind.capitalize()}TransactionRecord at offset {change.offset} "
+                    "without a BeginTransactionRecord", location=batch.location)
+            elif change.kind == "end":
+                before_transaction, stamp = None, change.timestamp_ms
+            else:  # abort: the transaction's changes never happened
+                image, before_transaction, stamp = before_transaction, None, None
         next_offset = batch.last_offset + 1
-        if stamp is not None and image.dirty:
+        if before_transaction is None and stamp is not None and image.dirty:
             emitter.emit(image.view(), stamp)
+    if before_transaction is not None and notes is not None:
+        notes.append(f"the log ends inside the metadata transaction begun at offset {begun_at}: "
+                     "its changes were never committed and are not imported")
     return emitter.snapshots
 
 
@@ -860,7 +1007,8 @@ def find_meta_properties(paths: Iterable[Path]) -> Path | None:
     return None
 
 
-def load(paths: list[Path], *, text: bool, cluster_id: str, cluster_alias: str) -> list[Snapshot]:
+def load(paths: list[Path], *, text: bool, cluster_id: str, cluster_alias: str,
+         notes: list[str] | None = None) -> list[Snapshot]:
     """Decode and replay metadata log files (binary, or kafka-dump-log text when ``text``)."""
     sources: list[LogSource] = []
     if text:
@@ -872,4 +1020,4 @@ def load(paths: list[Path], *, text: bool, cluster_id: str, cluster_alias: str) 
         sources = [read_binary_file(path) for path in expand_paths(paths)]
     if not any(src.batches for src in sources if src.kind != "bootstrap"):
         raise MetadataLogError("no record batches found in " + ", ".join(map(str, paths)))
-    return replay(sources, cluster_id, cluster_alias)
+    return replay(sources, cluster_id, cluster_alias, notes)
