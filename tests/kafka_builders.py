@@ -304,7 +304,7 @@ def real_kafka(*parts: str) -> Path:
 
 
 def _utc(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    return datetime.fromisoformat(text).astimezone(UTC)
 
 
 # ../shared/real-kafka/kraft-binary/ldi-poc-kafka-3.7.0.source.md: name -> (ID, partitions,

@@ -111,3 +111,31 @@ def test_bad_intervals_and_locations(tmp_path):
         snapshots_between(tmp_path, datetime(2026, 11, 1), NOV_1 + DAY)
     with pytest.raises(ArchiveError, match="empty interval"):
         snapshots_between(tmp_path, NOV_1, NOV_1)
+
+
+def test_a_real_metadata_log_dir_in_an_archive(tmp_path):
+    """Issue 13: a copied metadata.log.dir (meta.properties, bootstrap.checkpoint,
+    __cluster_metadata-0/) is one replay; bootstrap.checkpoint holds no topics and is ignored.
+    Files are symlinks to ../shared/real-kafka (read in place). A capture saved with 2>&1 is
+    recognised past its log lines, and is complete only if it says so."""
+    volume = kb.real_kafka("kraft-binary", "ldi-poc-kafka-3.7.0")
+    root = tmp_path / "archive" / "ldi"
+    (root / "__cluster_metadata-0").mkdir(parents=True)
+    for name in ("meta.properties", "bootstrap.checkpoint",
+                 "__cluster_metadata-0/00000000000000000000.log"):
+        (root / name).symlink_to(volume / name)
+    assert classify(root / "bootstrap.checkpoint") is None
+    capture = tmp_path / "archive" / "other" / "2026-01-31T00-00-00Z.txt"
+    capture.parent.mkdir()
+    capture.write_text(f"# cluster_id: {OTHER}\n[2025-01-06 08:18:26,460] WARN [AdminClient "
+                       "clientId=adminclient-1] slow (org.apache.kafka.clients.NetworkClient)\n"
+                       + MODERN)
+    assert classify(capture) == "kafka-topics"
+    got = snapshots_between(tmp_path / "archive", datetime(2026, 1, 1, tzinfo=UTC),
+                            datetime(2026, 2, 1, tzinfo=UTC))
+    real = [s for s in got if s.cluster_id == kb.REAL_370_CLUSTER]
+    assert [len(s.topics) for s in real] == [1, 2, 3, 4, 5]
+    assert {t.name: t.topic_id for t in real[-1].topics} == {
+        name: topic for name, (topic, *_rest) in kb.REAL_370_TOPICS.items()}
+    [other] = [s for s in got if s.cluster_id == OTHER]
+    assert not other.complete

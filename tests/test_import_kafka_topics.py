@@ -224,11 +224,11 @@ WARN_38 = ("[2025-01-06 08:18:26,460] WARN [AdminClient clientId=adminclient-1] 
            "DescribeTopicPartitions API is not supported, using Metadata API to describe topics. "
            "(org.apache.kafka.clients.admin.KafkaAdminClient)")
 ZK_INFO = [
-    "[2018-03-05 10:15:32,123] INFO Client environment:zookeeper.version=3.4.10-39d3a4f2, built "
-    "on 03/23/2017 10:13 GMT (org.apache.zookeeper.ZooKeeper)",
-    "[2018-03-05 10:15:32,200] INFO Opening socket connection to server localhost/127.0.0.1:2181."
+    ("[2018-03-05 10:15:32,123] INFO Client environment:zookeeper.version=3.4.10-39d3a4f2, built "
+    "on 03/23/2017 10:13 GMT (org.apache.zookeeper.ZooKeeper)"),
+    ("[2018-03-05 10:15:32,200] INFO Opening socket connection to server localhost/127.0.0.1:2181."
     " Will not attempt to authenticate using SASL (unknown error) "
-    "(org.apache.zookeeper.ClientCnxn)",
+    "(org.apache.zookeeper.ClientCnxn)"),
 ]
 
 

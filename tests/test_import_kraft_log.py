@@ -338,6 +338,8 @@ def test_real_kafka_3_7_volume_replays_its_five_topics(where):
     assert {s.cluster_id for s in snapshots} == {kb.REAL_370_CLUSTER}
     assert all(s.complete and s.authoritative for s in snapshots)
     assert first_seen(snapshots) == kb.REAL_370_TOPICS
+    # one snapshot per topic creation; the bootstrap transaction (no topics) adds none
+    assert [len(s.topics) for s in snapshots] == [1, 2, 3, 4, 5]
     assert {t.name: t.is_internal for t in snapshots[-1].topics}["__consumer_offsets"]
 
 
@@ -403,8 +405,8 @@ def test_a_transaction_open_at_the_end_of_the_log_is_not_applied(tmp_path):
     notes: list[str] = []
     snapshots = read_files("kraft-log", [tmp_path], cluster_id=CLUSTER, notes=notes)
     assert [(s.captured_at, state(s)) for s in snapshots] == TXN_EXPECTED[:1]
-    assert notes == ["the log ends inside the metadata transaction begun at offset 11: its "
-                     "changes were never committed and are not imported"]
+    assert notes == [("the log ends inside the metadata transaction begun at offset 11: its "
+                     "changes were never committed and are not imported")]
 
 
 def test_end_transaction_without_begin_is_refused(tmp_path):

@@ -1,10 +1,11 @@
 """The one place that turns any topic-ID text into Kafka's canonical form.
 
 A topic ID (KIP-516) is 16 bytes. Kafka prints it with ``Uuid.toString()``: URL-safe base64
-without padding, 22 characters. librdkafka / confluent-kafka print the same bytes in standard
-base64 (``+`` and ``/``); ``partition.metadata`` examples and many tools use RFC 4122 hex.
-Every entry point of topic-lineage accepts all of these (and confluent-kafka ``Uuid`` objects)
-and stores only the canonical form.
+without padding, 22 characters; that is also what brokers write in each partition directory's
+``partition.metadata`` (``topic_id: b8tRS7h4TJ2Vt43Dp85v2A``) and what the metadata log's
+JSON dumps show. librdkafka / confluent-kafka print the same bytes in standard base64 (``+``
+and ``/``); many other tools use RFC 4122 hex. Every entry point of topic-lineage accepts all
+of these (and confluent-kafka ``Uuid`` objects) and stores only the canonical form.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ An *archive location* is a directory (searched recursively) of files in any supp
   capture) or ``Dumping ...`` / ``Log starting offset: ...`` / ``baseOffset: ...`` (a
   ``kafka-dump-log.sh --cluster-metadata-decoder`` dump).
 
-Other files (``*.index``, ``*.timeindex``, ``meta.properties``, READMEs, ...) are ignored.
+Other files (``*.index``, ``*.timeindex``, ``meta.properties``, ``bootstrap.checkpoint``,
+READMEs, ...) are ignored. A capture is stored as complete only when it says so itself
+(``# complete: true``): an archive cannot tell ``--describe`` from ``--describe --topic X``.
 
 A ``cluster.properties`` file (``cluster.id=...``, ``cluster.alias=...``) in a directory of the
 archive names the cluster of every file below it that does not name its own (a kafka-topics
@@ -41,10 +43,12 @@ class ArchiveError(TopicLineageError, ValueError):
 
 
 def _first_line(path: Path) -> str:
+    from topic_lineage.importers.kafka_topics import is_log_line
+
     try:
         with open(path, encoding="utf-8", errors="strict") as handle:
             for line in handle:
-                if line.strip() and not line.lstrip().startswith("#"):
+                if line.strip() and not line.lstrip().startswith("#") and not is_log_line(line):
                     return line
     except (OSError, UnicodeDecodeError):
         return ""
@@ -53,16 +57,19 @@ def _first_line(path: Path) -> str:
 
 def classify(path: Path) -> str | None:
     """The import format of an archive file, or ``None`` for files that are not history."""
+    from topic_lineage.importers.kafka_topics import is_topic_line
+    from topic_lineage.importers.kraft_log import BOOTSTRAP_CHECKPOINT
+
     name = path.name
-    if name.startswith(".") or name.endswith(_IGNORED_SUFFIXES):
-        return None
+    if name.startswith(".") or name.endswith(_IGNORED_SUFFIXES) or name == BOOTSTRAP_CHECKPOINT:
+        return None  # bootstrap.checkpoint: metadata.version and features, never topics
     if name.endswith(JSONL_SUFFIXES):
         return "jsonl"
     first = _first_line(path)
     if name.endswith(KRAFT_SUFFIXES):
         # A segment starts with its 8-byte base offset; a dump saved as *.log starts with text.
         return "kraft-dump" if first.startswith(_DUMP_STARTS) else "kraft-log"
-    if first.startswith("Topic:"):
+    if is_topic_line(first):
         return "kafka-topics"
     if first.startswith(_DUMP_STARTS):
         return "kraft-dump"

@@ -90,6 +90,14 @@ def captured_at_from_name(name: str) -> datetime | None:
         return None
 
 
+_TOPIC_LINE = re.compile(r"^\s*Topic\s*:")
+
+
+def is_topic_line(line: str) -> bool:
+    """A topic or partition line (``Topic: x ...``, ``Topic:x`` before 2.2, any indentation)."""
+    return _TOPIC_LINE.match(line) is not None
+
+
 def is_log_line(line: str) -> bool:
     """A log4j line of the Kafka tools (``[2025-01-06 08:18:26,460] WARN ...``)."""
     return _LOG_LINE.match(line.strip()) is not None
@@ -168,7 +176,7 @@ def read_capture(path: Path | str, *, cluster_id: str | None = None,
         if line.startswith("Error while executing topic command"):
             raise DescribeFormatError(f"the capture failed: {line.strip()[:200]}",
                                       location=location)
-        if not re.match(r"^\s*Topic\s*:", line):
+        if not is_topic_line(line):
             raise DescribeFormatError(f"unrecognised line: {line.strip()[:80]!r}",
                                       location=location)
         fields = _fields(line, location)
@@ -275,7 +283,7 @@ def looks_like_capture(path: Path) -> bool:
             for line in handle:
                 if not line.strip() or line.lstrip().startswith("#") or is_log_line(line):
                     continue
-                return re.match(r"^\s*Topic\s*:", line) is not None
+                return is_topic_line(line)
     except OSError:
         return False
     return False

@@ -893,6 +893,7 @@ def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str,
     image: _Image | None = None
     before_transaction: _Image | None = None  # the image at BeginTransactionRecord, while open
     begun_at = -1
+    changed_in_transaction = False
     next_offset = 0
     for offset, kind, item in steps:
         if kind == 0:
@@ -933,6 +934,8 @@ def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str,
             if not isinstance(change, TransactionMarker):
                 image.apply(change, batch.location)
                 stamp = change.timestamp_ms
+                if before_transaction is not None:
+                    changed_in_transaction = True
             elif change.kind == "begin":
                 if before_transaction is not None:
                     raise MetadataLogError(
@@ -941,12 +944,15 @@ def replay(sources: list[LogSource], cluster_id: str, cluster_alias: str,
                 if stamp is not None and image.dirty:
                     emitter.emit(image.view(), stamp)  # what precedes it is committed
                 before_transaction, begun_at, stamp = image.copy(), change.offset, None
+                changed_in_transaction = False
             elif before_transaction is None:
                 raise MetadataLogError(
                     f"{change.kind.capitalize()}TransactionRecord at offset {change.offset} "
                     "without a BeginTransactionRecord", location=batch.location)
             elif change.kind == "end":
-                before_transaction, stamp = None, change.timestamp_ms
+                # the transaction's changes become visible when it ends (if it made any)
+                before_transaction = None
+                stamp = change.timestamp_ms if changed_in_transaction else stamp
             else:  # abort: the transaction's changes never happened
                 image, before_transaction, stamp = before_transaction, None, None
         next_offset = batch.last_offset + 1
