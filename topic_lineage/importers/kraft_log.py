@@ -22,9 +22,16 @@ Where the facts come from (apache/kafka):
 * record bodies (flexible versions: compact strings/arrays, tagged fields):
   ``metadata/src/main/resources/common/metadata/TopicRecord.json`` (api key 2),
   ``PartitionRecord.json`` (3), ``PartitionChangeRecord.json`` (5), ``RemoveTopicRecord.json`` (9);
+* metadata transactions (KIP-866): ``BeginTransactionRecord.json`` (23),
+  ``EndTransactionRecord.json`` (24), ``AbortTransactionRecord.json`` (25), replayed as
+  ``metadata/.../image/loader/MetadataBatchLoader.java`` does;
+* a snapshot ends with ``SnapshotFooterRecord`` (control type 4) in a control batch of its own:
+  ``ControlRecordType.java``, ``raft/.../snapshot/RecordsSnapshotWriter.java``;
 * file names: ``raft/.../snapshot/Snapshots.java`` (20-digit offset, 10-digit epoch);
-* text output: ``core/src/main/scala/kafka/tools/DumpLogSegments.scala`` (``dumpLog``,
-  ``printBatchLevel``, ``ClusterMetadataLogMessageParser``);
+* text output: ``core/src/main/scala/kafka/tools/DumpLogSegments.scala`` (``dumpLog``: one
+  line per record, empty for control records under ``--skip-record-metadata``; the header
+  ``Log starting offset: N``, ``Starting offset: N`` before 3.3; ``printBatchLevel`` with
+  ``count:``; ``ClusterMetadataLogMessageParser``);
 * replication factor during a reassignment (replicas minus adding replicas) and internal topic
   names: ``tools/.../TopicCommand.java``, ``clients/.../common/internals/Topic.java``.
 """
