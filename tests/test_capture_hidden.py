@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from test_dags_run import airflow_db, airflow_env  # noqa: F401 (fixtures of the DAG tests)
 
 from topic_lineage import store
 from topic_lineage.capture import GONE_ERROR, capture_snapshot, decide_topics
@@ -217,3 +218,26 @@ def test_by_name_describe_of_an_unknown_topic_is_the_brokers_unknown_topic(
     capture_snapshot("prod", {"bootstrap.servers": broker.bootstrap_servers},
                      known_live=lambda cluster_id: {"never-existed"})
     assert answers == {"never-existed": GONE_ERROR}
+
+
+# --- the Airflow snapshot task: the same capture ----------------------------------------------------
+@pytest.mark.airflow
+@pytest.mark.broker
+def test_airflow_snapshot_task_describes_hidden_topics_by_name(
+    broker, tl_home, request, monkeypatch
+):
+    """The kafka_topic_snapshot DAG's capture task (dag.test(), in-process) goes through the same
+    capture: a topic stored live that the listing hides, denied by an ACL, is stored present."""
+    from test_dags_run import load_dag
+
+    broker.create_topics(["orders", ("payments", 3)])
+    request.getfixturevalue("airflow_env")({"live": broker.bootstrap_servers})
+    store.save(capture_snapshot("live", {"bootstrap.servers": broker.bootstrap_servers}), "live")
+    monkeypatch.setenv(FAULT_ENV, "hide@list:payments;deny@describe:payments")
+
+    run = load_dag("kafka_topic_snapshot").test()
+
+    assert run.state == "success"
+    stored = [store.read_snapshot(path) for path in store.snapshot_files()]
+    assert len(stored) == 2 and stored[1].complete
+    assert {o.name: o.error for o in stored[1].topics} == {"orders": None, "payments": AUTH}
