@@ -221,6 +221,7 @@ def test_by_name_describe_of_an_unknown_topic_is_the_brokers_unknown_topic(
 
 
 # --- the Airflow snapshot task: the same capture ----------------------------------------------------
+@pytest.mark.slow  # about a minute under load: one dag.test() (plus the module's db migrate)
 @pytest.mark.airflow
 @pytest.mark.broker
 def test_airflow_snapshot_task_describes_hidden_topics_by_name(
