@@ -111,6 +111,8 @@ def test_held_as_live_is_the_newest_complete_snapshot_and_every_later_one(tl_hom
     assert stored_live_names(CLUSTER) == {"orders", "denied", "partial-only"}
     assert stored_live_names("T3RoZXJDbHVzdGVySWRYWA") == {"other-cluster"}
     assert stored_live_names("Tm9uZVN0b3JlZEZvclRoaXM") == frozenset()
+    store_snapshot(5, [], cluster="RW1wdHlDbHVzdGVySWRYWFg")  # stored as one marker row
+    assert stored_live_names("RW1wdHlDbHVzdGVySWRYWFg") == frozenset()
 
 
 def test_held_as_live_includes_the_published_current_rows_of_the_cluster(tl_home):

@@ -42,14 +42,21 @@ def stored_live_names(cluster_id: str) -> frozenset[str]:
 
 def store_live_names(cluster_id: str) -> frozenset[str]:
     """Topic names in the cluster's newest complete stored snapshot and every later one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     names: set[str] = set()
     for path in reversed(_cluster_files(cluster_id)):
-        try:
-            snapshot = store.read_snapshot(path)
-        except store.CorruptSnapshotFileError as exc:
-            raise StoredLiveError(str(exc)) from None
-        names.update(topic.name for topic in snapshot.topics)
-        if snapshot.complete:
+        try:  # two columns only: at 10,000 topics this is a few milliseconds, not a whole read
+            table = pq.read_table(path, columns=[t.COMPLETE, t.TOPIC_NAME])
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise StoredLiveError(str(store.CorruptSnapshotFileError(path, reason))) from None
+        if table.num_rows == 0:
+            raise StoredLiveError(str(store.CorruptSnapshotFileError(path, "no rows")))
+        # A snapshot without topics is one marker row whose topic name is NULL.
+        names.update(name for name in table.column(t.TOPIC_NAME).to_pylist() if name is not None)
+        if table.column(t.COMPLETE)[0].as_py():
             break
     return frozenset(names)
 
