@@ -10,8 +10,9 @@ Then, ``--repeat`` times each, alternating:
 - ``bare``: one ``describe_topics`` call for all the names on an already connected
   AdminClient, waiting for every future (the least work that reads the same IDs).
 
-The store (a temporary ``TOPIC_LINEAGE_HOME``) holds one earlier capture of every topic, so
-``capture`` includes reading which topics are held as live (``known_live_read_s`` alone).
+The store (a temporary ``TOPIC_LINEAGE_HOME``) holds one earlier capture of every topic and a
+published version with each as a current incarnation, so ``capture`` includes reading which
+topics are held as live (``known_live_read_s``: that read alone).
 
 Hidden topics (``--hidden-at SIZE``, default the largest size): with the fault points
 ``hide@list`` and ``deny@describe`` (topic_lineage/faults.py: what an ACL does, which the local
@@ -93,6 +94,17 @@ def temporary_home():
                 os.environ[HOME_ENV] = previous
 
 
+def publish_incarnations(snapshot) -> None:
+    """A published version with one current incarnation per topic of ``snapshot``."""
+    from tests.published_tables import incarnation, publish
+
+    rows = []
+    for topic in snapshot.topics:
+        rows += incarnation(f"k-{topic.name}", snapshot.cluster_id, [
+            {"name": topic.name, "at": snapshot.captured_at, "topic_id": topic.topic_id}])
+    publish("v-bench", rows)
+
+
 def median_s(values: list[float]) -> float:
     return round(statistics.median(values), 4)
 
@@ -108,9 +120,12 @@ def measure(size: int, repeat: int, hidden_counts: list[int] = ()) -> dict:
         started = time.perf_counter()
         broker.create_topics(names)
         create_s = time.perf_counter() - started
-        # The steady state: the store holds every topic as live from an earlier capture.
-        store.save(capture_snapshot("bench", {"bootstrap.servers": broker.bootstrap_servers},
-                                    known_live=lambda cluster_id: ()), "live")
+        # The steady state: the store holds every topic as live from an earlier capture, and a
+        # published version holds each as one current incarnation.
+        first = capture_snapshot("bench", {"bootstrap.servers": broker.bootstrap_servers},
+                                 known_live=lambda cluster_id: ())
+        store.save(first, "live")
+        publish_incarnations(first)
         admin = broker.admin()
         bare_describe(admin, names[:10])  # connect once, outside the measurement
         captures, bares, reads = [], [], []
