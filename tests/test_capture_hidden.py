@@ -194,6 +194,12 @@ def test_cli_capture_keeps_topics_an_acl_hides_and_drops_deleted_ones(broker, tl
     assert last.topic_id("payments") == first.topic_id("payments")
     assert last.complete and last.error_topic_count == 0
 
+    # A plain deletion is confirmed by the broker: recorded, without a warning.
+    broker.delete_topics(["inventory"])
+    fourth = snapshot_cli(tl_home, broker)
+    assert fourth.returncode == 0 and fourth.stderr == ""
+    assert "2 topic(s), 0 with errors, complete;" in fourth.stdout
+
 
 @pytest.mark.broker
 def test_by_name_describe_of_an_unknown_topic_is_the_brokers_unknown_topic(

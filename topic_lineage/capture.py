@@ -328,6 +328,9 @@ def _denied(answer: concurrent.futures.Future) -> concurrent.futures.Future:
     denied: concurrent.futures.Future = concurrent.futures.Future()
 
     def relay(done: concurrent.futures.Future) -> None:
+        if done.cancelled():
+            denied.cancel()
+            return
         failure = done.exception()
         if isinstance(failure, KafkaException) and _is_local(failure.args[0]):
             denied.set_exception(failure)
@@ -481,14 +484,17 @@ def _known_live(
 
 
 def _log_hidden(cluster_alias: str, by_name: Mapping[str, TopicObservation]) -> None:
-    """Say loudly that the listing lacked topics held as live, and what describing them found."""
+    """Say that the listing lacked topics held as live, and what describing them found (loudly
+    when some are kept: the listing is hiding topics, e.g. an ACL)."""
     outcomes: dict[str, int] = {}
     for seen in by_name.values():
         outcome = "found" if seen.error is None else seen.error
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
     kept = sum(1 for seen in by_name.values() if seen.error != GONE_ERROR)
-    log.warning(
+    # Topics deleted since the last capture are all confirmed gone: that is news, not a warning.
+    log.log(
+        logging.WARNING if kept else logging.INFO,
         "cluster %s: %d topic(s) held as live were missing from the topic listing (topics the "
         "principal may not DESCRIBE are left out of it); described by name: %s; %d kept present, "
         "%d confirmed gone (%s). Examples: %s",
