@@ -2,8 +2,9 @@
 the error a user sees names the cause. docs/faults.md summarises what each case tried.
 
 Faults the local broker (tansu) cannot produce are said so where they belong: it has no ACLs, so
-TOPIC_AUTHORIZATION_FAILED is covered by an imported record (the same per-topic error path as
-the UNKNOWN_TOPIC_OR_PART a real deletion between listing and describing produces).
+what an ACL does is injected against the real broker through topic_lineage/faults.py
+(``hide@list:NAMES``: the listing leaves topics out; ``deny@describe:NAMES``: describing them
+answers TOPIC_AUTHORIZATION_FAILED), and also covered by an imported record.
 
 Builds are killed or paused at named stages through topic_lineage/faults.py
 (``TOPIC_LINEAGE_FAULT=kill@write`` etc.).
@@ -257,6 +258,44 @@ def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_pa
         (name, ids[name], 3, None) for name in ("orders", "payments", "audit")
     }
     assert all(current for *_, current in rows), rows  # one version each: nothing changed
+    assert_kept(before, digest(t.snapshots_dir()))
+
+
+def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeypatch):
+    """Real broker with the capture fault points (tansu has no ACLs): the listing leaves out
+    payments, inventory and audit, as Kafka does for topics the principal may not DESCRIBE;
+    describing payments answers TOPIC_AUTHORIZATION_FAILED; audit was really deleted. The
+    capture describes the three by name: after a build payments and inventory are live with
+    their IDs and attributes (R2), and only audit is deleted, at that capture."""
+    from topic_lineage.faults import FAULT_ENV
+    from topic_lineage.pipeline import run_build
+
+    broker.create_topics([("orders", 3), ("payments", 2), ("inventory", 4), ("audit", 1)])
+    first = capture(broker)
+    store.save(first, "live")
+    broker.delete_topics(["audit"])
+    monkeypatch.setenv(FAULT_ENV, "hide@list:payments,inventory,audit;deny@describe:payments")
+    second = capture(broker)
+    store.save(second, "live")
+    assert second.complete
+    assert {o.name: o.error for o in second.topics} == {
+        "orders": None, "payments": "TOPIC_AUTHORIZATION_FAILED", "inventory": None}
+    before = digest(t.snapshots_dir())
+
+    run_build(spark, validate=None)
+
+    def utc(value):
+        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
+
+    rows = {name: (tid, version, pc, utc(deleted), current)
+            for name, tid, version, _, pc, deleted, current in incarnations()}
+    ids = first.topic_ids()
+    assert rows == {
+        "orders": (ids["orders"], 1, 3, None, True),
+        "payments": (ids["payments"], 1, 2, None, True),
+        "inventory": (ids["inventory"], 1, 4, None, True),
+        "audit": (ids["audit"], 1, 1, second.captured_at, False),
+    }
     assert_kept(before, digest(t.snapshots_dir()))
 
 

@@ -6,7 +6,11 @@ Steps (all through confluent-kafka's AdminClient, bounded by one deadline):
 2. list every topic name, internal ones included (one Metadata request; also gives the cluster
    ID, the brokers and the controller);
 3. describe the listed topics in batches, a few batches in flight at a time, for topic IDs,
-   partition counts, replication factors and the internal flag.
+   partition counts, replication factors and the internal flag;
+4. describe *by name* every topic held as live for the cluster (:mod:`topic_lineage.stored_live`)
+   that the listing lacks: with authorization on, Kafka's listing silently leaves out topics the
+   principal may not DESCRIBE, so the listing alone is never taken as the whole cluster
+   (contract, "Sources of completeness"). :func:`decide_topics` decides what such a topic is.
 
 What can go wrong, and what is kept:
 
@@ -16,6 +20,11 @@ What can go wrong, and what is kept:
   passed) records the affected topics with the client error name (``TIMED_OUT``, ``TRANSPORT``:
   librdkafka's local error names without their leading underscore) and marks the snapshot
   ``complete = False``;
+- a topic missing from the listing that its by-name describe finds (``UNKNOWN_TOPIC_OR_PART``,
+  the broker's answer) is gone and left out; any other error keeps it present with that error
+  (``TOPIC_AUTHORIZATION_FAILED``: hidden by an ACL); a client-side failure (``TIMED_OUT``,
+  ``TRANSPORT``) also makes the snapshot incomplete, as does not being able to read which topics
+  are live;
 - when nothing useful could be read (no broker answered, the listing failed) no snapshot is
   produced: :class:`ClusterUnavailableError` says why, within about ``timeout_s`` seconds.
 """
@@ -26,12 +35,13 @@ import concurrent.futures
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from topic_lineage import topic_id as tid
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.faults import fault_names
 from topic_lineage.kafka_config import KafkaConfigError, client_error_text, redact, redact_text
 from topic_lineage.snapshot import ERROR_NAME_RE, Snapshot, TopicObservation
 
@@ -43,6 +53,12 @@ DEFAULT_MAX_IN_FLIGHT = 4
 # How long "all brokers are down" may last before the capture gives up (within the deadline).
 ALL_BROKERS_DOWN_GRACE_S = 3.0
 _POLL_S = 0.05
+# The broker's answer to a describe of a topic that does not exist: the only proof that a topic
+# missing from the listing is gone. (librdkafka's local ``_UNKNOWN_TOPIC`` is the client's own
+# view and proves nothing.)
+GONE_ERROR = "UNKNOWN_TOPIC_OR_PART"
+# What a topic that could not be described by name at all is recorded with.
+NOT_ANSWERED_ERROR = "TIMED_OUT"
 
 
 class CaptureError(TopicLineageError, RuntimeError):
@@ -205,6 +221,11 @@ class _Capture:
             raise self.unavailable(
                 f"listing topics failed ({client_error_text(exc, self.user_config)})"
             ) from None
+        hidden = fault_names("hide", "list") & metadata.topics.keys()
+        if hidden:  # fault point: what an ACL does to the listing (topic_lineage/faults.py)
+            log.warning("fault hide@list: leaving %d topic(s) out of the listing", len(hidden))
+            for name in hidden:
+                del metadata.topics[name]
         log.info(
             "listed %d topic(s); brokers %s, controller %s",
             len(metadata.topics),
@@ -223,6 +244,7 @@ class _Capture:
         """
         from confluent_kafka import KafkaException, TopicCollection
 
+        denied = fault_names("deny", "describe")
         pending = deque(names[i:i + batch_size] for i in range(0, len(names), batch_size))
         in_flight: list[dict[str, concurrent.futures.Future]] = []
         results: dict[str, TopicObservation] = {}
@@ -237,11 +259,13 @@ class _Capture:
             while pending and len(in_flight) < max_in_flight and self.remaining() > 0:
                 batch = pending.popleft()
                 try:
-                    in_flight.append(
-                        self.admin.describe_topics(
-                            TopicCollection(list(batch)), request_timeout=max(self.remaining(), 0.1)
-                        )
-                    )
+                    # A copy: confluent-kafka completes the futures of the dict it returned.
+                    futures = dict(self.admin.describe_topics(
+                        TopicCollection(list(batch)), request_timeout=max(self.remaining(), 0.1)
+                    ))
+                    for name in denied & futures.keys():
+                        futures[name] = _denied(futures[name])
+                    in_flight.append(futures)
                 except KafkaException as exc:
                     log.warning("describe request failed: %s", client_error_text(exc, self.user_config))
                     fail(batch, _error_name(exc.args[0]))
@@ -296,6 +320,64 @@ class _Capture:
         return answered
 
 
+def _denied(answer: concurrent.futures.Future) -> concurrent.futures.Future:
+    """Fault point ``deny@describe``: the broker's answer for one topic, replaced by the error a
+    broker with an ACL denying DESCRIBE gives (a client-side failure is passed on unchanged)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    denied: concurrent.futures.Future = concurrent.futures.Future()
+
+    def relay(done: concurrent.futures.Future) -> None:
+        if done.cancelled():
+            denied.cancel()
+            return
+        failure = done.exception()
+        if isinstance(failure, KafkaException) and _is_local(failure.args[0]):
+            denied.set_exception(failure)
+        else:
+            denied.set_exception(
+                KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+            )
+
+    answer.add_done_callback(relay)
+    return denied
+
+
+def decide_topics(
+    listed: Mapping[str, TopicObservation],
+    known_live: Iterable[str],
+    by_name: Mapping[str, TopicObservation],
+    *,
+    answered: bool,
+) -> tuple[tuple[TopicObservation, ...], bool]:
+    """The topics of a snapshot and whether it is complete (pure; the heart of R2 for captures).
+
+    ``listed``: the observation of every topic the all-topics listing returned. ``known_live``:
+    the topics held as live for the cluster. ``by_name``: the by-name describe of those of them
+    the listing lacks. ``answered``: every describe request (listed and by name) got an answer
+    from a broker. A topic missing from the listing is
+
+    - gone (left out) only when the broker answered ``UNKNOWN_TOPIC_OR_PART`` for it;
+    - present with its attributes when the describe found it (the listing hid it);
+    - present with the error otherwise (``TOPIC_AUTHORIZATION_FAILED``: an ACL hides it; any
+      other broker or client error: its describe failed), so it is never taken as deleted;
+    - present with ``TIMED_OUT`` and the snapshot incomplete when it has no answer at all.
+
+    The snapshot is complete only when every request was answered and every hidden topic has an
+    answer.
+    """
+    topics = dict(listed)
+    complete = answered
+    for name in set(known_live) - listed.keys():
+        seen = by_name.get(name)
+        if seen is None:
+            seen = TopicObservation(name, None, None, None, None, NOT_ANSWERED_ERROR)
+            complete = False
+        if seen.error != GONE_ERROR:
+            topics[name] = seen
+    return tuple(topics[name] for name in sorted(topics)), complete
+
+
 def observation_from_description(name: str, description) -> TopicObservation:
     """A :class:`TopicObservation` from a confluent-kafka ``TopicDescription``."""
     partitions = sorted(description.partitions, key=lambda p: p.id)
@@ -320,12 +402,16 @@ def capture_snapshot(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     captured_at: datetime | None = None,
     on_listed: Callable[[list[str]], None] | None = None,
+    known_live: Callable[[str], Iterable[str]] | None = None,
 ) -> Snapshot:
     """Read one snapshot of the cluster that ``config`` (librdkafka settings) points at.
 
     ``captured_at`` defaults to the moment the topics were listed (UTC). ``on_listed`` is
     called with the listed names before they are described (tests use it to delete a topic in
-    between). Raises :class:`ClusterUnavailableError` when nothing useful could be read.
+    between). ``known_live(cluster_id)`` gives the topics held as live for the cluster, each
+    described by name when the listing lacks it; the default reads the store and the published
+    version (:func:`topic_lineage.stored_live.stored_live_names`). Raises
+    :class:`ClusterUnavailableError` when nothing useful could be read.
     """
     if not cluster_alias or not cluster_alias.strip():
         raise CaptureError("a cluster alias is required (--cluster ALIAS)")
@@ -354,7 +440,14 @@ def capture_snapshot(
     if on_listed is not None:
         on_listed(list(names))
     results, complete = run.describe(names, batch_size, max_in_flight)
-    topics = tuple(results[name] for name in names)
+    live, live_known = _known_live(known_live, cluster_id)
+    hidden = sorted(live - results.keys())
+    by_name: dict[str, TopicObservation] = {}
+    if hidden:
+        by_name, by_name_answered = run.describe(hidden, batch_size, max_in_flight)
+        complete &= by_name_answered
+        _log_hidden(cluster_alias, by_name)
+    topics, complete = decide_topics(results, live, by_name, answered=complete and live_known)
     snapshot = Snapshot(
         cluster_id=cluster_id,
         cluster_alias=cluster_alias,
@@ -370,12 +463,54 @@ def capture_snapshot(
     return snapshot
 
 
+def _known_live(
+    known_live: Callable[[str], Iterable[str]] | None, cluster_id: str
+) -> tuple[frozenset[str], bool]:
+    """The topics held as live for the cluster, and whether they could be read at all.
+
+    Not knowing them makes the snapshot incomplete: the listing may then hide topics that
+    nothing would check, and an incomplete snapshot establishes no deletion (R2).
+    """
+    from topic_lineage.stored_live import StoredLiveError, stored_live_names
+
+    try:
+        return frozenset((known_live or stored_live_names)(cluster_id)), True
+    except StoredLiveError as exc:
+        log.warning(
+            "cannot tell which topics of cluster %s are live (%s): the snapshot is stored as "
+            "incomplete, so it establishes no deletion", cluster_id, exc,
+        )
+        return frozenset(), False
+
+
+def _log_hidden(cluster_alias: str, by_name: Mapping[str, TopicObservation]) -> None:
+    """Say that the listing lacked topics held as live, and what describing them found (loudly
+    when some are kept: the listing is hiding topics, e.g. an ACL)."""
+    outcomes: dict[str, int] = {}
+    for seen in by_name.values():
+        outcome = "found" if seen.error is None else seen.error
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
+    kept = sum(1 for seen in by_name.values() if seen.error != GONE_ERROR)
+    # Topics deleted since the last capture are all confirmed gone: that is news, not a warning.
+    log.log(
+        logging.WARNING if kept else logging.INFO,
+        "cluster %s: %d topic(s) held as live were missing from the topic listing (topics the "
+        "principal may not DESCRIBE are left out of it); described by name: %s; %d kept present, "
+        "%d confirmed gone (%s). Examples: %s",
+        cluster_alias, len(by_name), summary, kept, len(by_name) - kept, GONE_ERROR,
+        ", ".join(sorted(by_name)[:5]),
+    )
+
+
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_TIMEOUT_S",
+    "GONE_ERROR",
     "CaptureError",
     "ClusterUnavailableError",
     "capture_snapshot",
+    "decide_topics",
     "observation_from_description",
 ]

@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="capture the topic metadata of a live cluster and store it as one snapshot",
         description="Read the cluster ID and every topic (internal ones included) with its topic "
         "ID, partition count, replication factor and internal flag through the Kafka Admin API, "
-        "and store the result. Topics whose describe failed are kept with the Kafka error name; "
+        "and store the result. Topics the store holds as live that the listing lacks (hidden by "
+        "ACLs) are described by name and kept unless the broker says they do not exist. "
+        "Topics whose describe failed are kept with the Kafka error name; "
         "a capture that could not see the whole cluster is stored with complete=false; an "
         "unreachable cluster is an error and stores nothing.",
     )
