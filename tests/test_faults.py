@@ -172,7 +172,9 @@ def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
     store.save(capture(big_broker), "live")
     before = digest(t.snapshots_dir())
     pid = tansu_pid(big_broker)
-    killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))
+    # Soon after listing: 1,500 one-topic describes in sequence take far longer than 0.05 s even on
+    # a quiet machine (0.3 s was close to their total there, and the kill could come after them).
+    killer = threading.Timer(0.05, os.kill, (pid, signal.SIGKILL))
     started = time.monotonic()
     snap = capture(big_broker, timeout_s=20, batch_size=1, max_in_flight=1,
                    on_listed=lambda names: killer.start())
