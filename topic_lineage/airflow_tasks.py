@@ -553,11 +553,10 @@ def gate_log_lines(result: Any, base_url: str) -> list[str]:
     from topic_lineage.quality import context as qc
     from topic_lineage.ui import data_docs_url
 
-    failed = [o for o in result.outcomes if not o.success]
-    lines = [
-        f"quality gate {'PASSED' if result.success else 'FAILED'} for version {result.version}: "
-        f"{len(result.outcomes) - len(failed)} of {len(result.outcomes)} expectation(s) met"
-    ]
+    met = sum(1 for o in result.outcomes if o.success)
+    verdict = "PASSED" if result.success else "FAILED"
+    total = len(result.outcomes)
+    lines = [f"quality gate {verdict} for version {result.version}: {met} of {total} expectation(s) met"]
     for outcome in result.outcomes:
         severity = getattr(outcome, "severity", None) or "critical"
         mark = "passed" if outcome.success else ("warning" if severity == "warning" else "FAILED")
