@@ -7,6 +7,8 @@ Airflow gives plugin FastAPI apps no authentication of their own, so every route
 depends on Airflow's ``get_user`` (the JWT from the ``Authorization: Bearer`` header or the
 UI's ``_token`` cookie, validated by the configured auth manager) plus the auth manager's
 permission to see the Airflow website. No valid token: 401; invalid token or no permission: 403.
+The gate report and Great Expectations Data Docs are served by the same app, script-free, under
+``/topic-lineage/data-docs/`` (see ``topic_lineage.ui.data_docs``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ from airflow.api_fastapi.core_api.security import get_user
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, HTTPException, status
 
+from topic_lineage.ui import URL_PREFIX
 from topic_lineage.ui.app import create_app
-
-URL_PREFIX = "/topic-lineage"
 
 
 def require_airflow_user(user: Annotated[BaseUser, Depends(get_user)]) -> BaseUser:

@@ -348,6 +348,7 @@ def test_create_app_refuses_to_run_without_authentication():
 def test_page_and_assets_are_served(client):
     page = get(client, "/")
     assert page.status_code == 200
+    assert "script-src 'self'" in page.headers["content-security-policy"]
     assert '<meta name="tl-base" content="/">' in page.text
     assert get(client, "/static/app.js").headers["content-type"].startswith("text/javascript")
     assert get(client, "/static/style.css").status_code == 200
@@ -409,48 +410,171 @@ def test_pointer_to_a_missing_version_is_a_503_naming_it(tl_home):
     assert "v9999" in response.json()["detail"]
 
 
-def test_gate_result_and_data_docs(client):
-    """The newest run the gate recorded (through its own writer) is shown, with its pages."""
+GX_PAGE = """<!DOCTYPE html><html><head>
+<link rel="stylesheet" href="https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css"/>
+<script src="https://code.jquery.com/jquery-3.7.1.min.js"></script>
+<style>td { color: black; }</style></head><body>
+<img src="https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/logo-long.png">
+<button onclick="hideSucceededValidations()">x</button>
+<h1>incarnation validation</h1><script>$('#t').bootstrapTable({data: []});</script>
+</body></html>"""
+
+
+def gx_site() -> dict:
+    """A small Data Docs site as GX lays it out (pages, result JSON, static files)."""
+    from topic_lineage.quality import context as quality_context
+
+    site = quality_context.data_docs_dir()
+    run = "topic_incarnations/v0002/20261110T000500.000000Z/topic_lineage-topic_incarnations"
+    page = site / "validations" / f"{run}.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(GX_PAGE)
+    result = tables.quality_dir() / "validations" / f"{run}.json"
+    result.parent.mkdir(parents=True)
+    result.write_text(json.dumps({"success": False, "statistics": {
+        "evaluated_expectations": 2, "successful_expectations": 1}}))
+    (site / "expectations").mkdir()
+    (site / "expectations" / "topic_incarnations.html").write_text(GX_PAGE)
+    (site / "static" / "images").mkdir(parents=True)
+    (site / "static" / "images" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    quality_context.data_docs_index().write_text(GX_PAGE.replace("incarnation validation", "GX index"))
+    return {"page": page, "relative": f"data_docs/validations/{run}.html"}
+
+
+def record_run(version, success, *, detail_page=None, severities=True, warning_failed=False):
+    """A gate run recorded through the gate's own writer (``severities=False``: an old record)."""
     from datetime import datetime
 
     from topic_lineage.quality import context as quality_context
     from topic_lineage.quality import overview as quality_overview
     from topic_lineage.quality.gate import Failure, GateResult, Outcome
 
-    docs = quality_context.data_docs_index()
-    detail = docs.parent / "validations" / "incarnations.html"
-    detail.parent.mkdir(parents=True)
-    docs.write_text("<html>Data Docs</html>")
-    detail.write_text("<html>incarnation validation</html>")
+    outcomes = [
+        Outcome("topic_incarnations", "live IDs unique", "", True, 0, []),
+        Outcome("topic_incarnations", "no reappeared version", "", success, 0 if success else 1, []),
+    ]
+    failures = [] if success else [Failure("no reappeared version", "", [], "topic_incarnations", 1)]
+    quality_overview.record(GateResult(
+        version=version, success=success, failures=failures,
+        docs_index=quality_context.overview_page(), outcomes=outcomes,
+        detail_pages={"topic_incarnations": detail_page.as_uri()} if detail_page else {},
+        validated_at=datetime(2026, 11, 10, 0, 5, tzinfo=UTC),
+    ))
+    log = quality_context.gate_log()
+    lines = log.read_text().splitlines()
+    last = json.loads(lines[-1])
+    if severities:  # the fields the gate writes since severities exist (interface.md)
+        for outcome in last["outcomes"]:
+            outcome["severity"] = "critical"
+        last["warnings"] = []
+        if warning_failed:
+            last["outcomes"].append({"table": "snapshot_runs", "name": "fresh snapshots",
+                                     "description": "", "success": False, "severity": "warning",
+                                     "unexpected_count": 1, "rows": []})
+            last["warnings"] = ["snapshot_runs: fresh snapshots"]
+    log.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
 
-    def run(version, success):
-        outcomes = [
-            Outcome("topic_incarnations", "live IDs unique", "", True, 0, []),
-            Outcome("topic_incarnations", "no reappeared version", "", success, 0 if success else 1, []),
-        ]
-        failures = [] if success else [Failure("no reappeared version", "", [], "topic_incarnations", 1)]
-        quality_overview.record(GateResult(
-            version=version, success=success, failures=failures, docs_index=docs, outcomes=outcomes,
-            detail_pages={"topic_incarnations": detail.as_uri()},
-            validated_at=datetime(2026, 11, 10, 0, 5, tzinfo=UTC),
-        ))
 
-    run("v0001", True)
-    run("v0002", False)
+def test_gate_badge_shows_the_published_version_and_a_newer_failed_build(client):
+    """The badge is the published version's gate run; a newer failed build is shown apart."""
+    site = gx_site()
+    record_run("v0001", True, detail_page=site["page"], warning_failed=True)
+    record_run("v0002", False, detail_page=site["page"])  # failed: never published (R7)
     body = get(client, "/api/gate").json()
-    assert body["available"] is True and body["success"] is False
-    assert body["version"] == "v0002"
-    assert body["expectations"] == 2
-    assert body["failed_expectations"] == ["topic_incarnations: no reappeared version"]
+    assert body["available"] is True and body["success"] is True
+    assert (body["version"], body["published_version"]) == ("v0001", "v0001")
+    assert body["expectations"] == 3
+    assert body["failed_expectations"] == []
+    assert body["warnings"] == ["snapshot_runs: fresh snapshots"]
     assert body["validated_at"] == "2026-11-10T00:05:00Z"
     assert body["report"] == "index.html"
     assert body["data_docs"] == "data_docs/index.html"
-    assert body["detail_pages"] == {"topic_incarnations": "data_docs/validations/incarnations.html"}
-    assert "Data Docs" in get(client, "/data-docs/" + body["data_docs"]).text
-    assert "FAILED" in get(client, "/data-docs/" + body["report"]).text
-    escape = get(client, "/data-docs/..%2F..%2F..%2F..%2Fetc%2Fpasswd")
-    assert escape.status_code == 404 and "no Data Docs file" in escape.json()["detail"]
-    assert get(client, "/api/status").json()["gate"]["version"] == "v0002"
+    assert body["detail_pages"] == {"topic_incarnations": site["relative"]}
+    newer = body["newer_failed"]
+    assert (newer["version"], newer["success"]) == ("v0002", False)
+    assert newer["failed_expectations"] == ["topic_incarnations: no reappeared version"]
+    assert get(client, "/api/status").json()["gate"] == body
+    assert "file://" not in json.dumps(body) and str(tables.quality_dir()) not in json.dumps(body)
+
+    # a later passing run of another version supersedes the failed one
+    record_run("v0003", True)
+    assert get(client, "/api/gate").json()["newer_failed"] is None
+    # the published version's newest run counts (validated again, now failing)
+    record_run("v0001", False, severities=False)
+    body = get(client, "/api/gate").json()
+    assert body["success"] is False and body["warnings"] == []
+    assert body["failed_expectations"] == ["topic_incarnations: no reappeared version"]
+
+
+def test_gate_badge_with_old_records_and_nothing_published(tl_home):
+    """Records without severity fields read as critical; no published version: no badge."""
+    from topic_lineage.ui.gate import result_for
+
+    old = {"version": "v1", "success": False, "outcomes": [
+        {"table": "t", "name": "a", "success": False}, {"table": "t", "name": "b", "success": True}]}
+    assert result_for(None, [old])["available"] is False
+    assert result_for(None, [old])["newer_failed"]["failed_expectations"] == ["t: a"]
+    summary = result_for("v1", [old])
+    assert summary["available"] is True and summary["warnings"] == []
+    assert summary["failed_expectations"] == ["t: a"] and summary["newer_failed"] is None
+    assert result_for("v9", [])["available"] is False
+
+
+def test_gate_report_and_data_docs_are_served_over_http_without_scripts(client):
+    site = gx_site()
+    record_run("v0001", False, detail_page=site["page"])
+    report = get(client, "/data-docs/index.html")
+    assert report.status_code == 200 and "FAILED" in report.text
+    assert "file://" not in report.text and str(tables.quality_dir()) not in report.text
+    assert f'href="{site["relative"]}"' in report.text  # relative: works under /data-docs/
+    assert 'href="data_docs/index.html"' in report.text
+    # the report file on disk holds the same relative links
+    assert f'href="{site["relative"]}"' in (tables.quality_dir() / "index.html").read_text()
+
+    page = get(client, "/data-docs/" + site["relative"])
+    assert page.status_code == 200 and "incarnation validation" in page.text
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "script-src" not in policy  # no script at all
+    assert report.headers["content-security-policy"] == policy
+    for gone in ("<script", "https://", "onclick", "bootstrapTable"):
+        assert gone not in page.text
+    assert "td { color: black; }" in page.text  # GX's inline styles stay
+
+    index = get(client, "/data-docs/data_docs/index.html")
+    assert "<script" not in index.text and "GX index" not in index.text  # rebuilt, not GX's
+    assert "v0002" in index.text and "FAILED" in index.text and "1 of 2" in index.text
+    assert 'href="expectations/topic_incarnations.html"' in index.text
+    assert f'href="{site["relative"].removeprefix("data_docs/")}"' in index.text
+    image = get(client, "/data-docs/data_docs/static/images/logo.png")
+    assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("%00", 400),
+        ("index.html%00.png", 400),
+        ("a" * 5000, 400),
+        ("data_docs/" + "a" * 1000 + ".html", 404),  # longer than a file name may be
+        ("..%2F..%2F..%2F..%2Fetc%2Fpasswd", 404),
+        ("data_docs/..%2F..%2F..%2Fetc%2Fpasswd", 404),
+        ("%2Fetc%2Fpasswd", 404),
+        ("gate_runs.jsonl", 404),  # only the report and the site are served
+        ("validations/x.json", 404),
+        ("data_docs/.hidden.html", 404),
+        ("data_docs/missing.html", 404),
+        ("data_docs/linked.html", 404),  # a symlink to a file outside
+        ("data_docs/static", 404),  # a directory
+    ],
+)
+def test_data_docs_paths_are_refused_never_a_server_error(client, path, status, tmp_path):
+    site = gx_site()
+    outside = tmp_path / "secret.html"
+    outside.write_text("secret")
+    (site["page"].parents[4] / "linked.html").symlink_to(outside)
+    response = get(client, "/data-docs/" + path)
+    assert response.status_code == status, response.text
+    assert "secret" not in response.text
 
 
 # --- the Airflow plugin with Airflow's own authentication -----------------------------------

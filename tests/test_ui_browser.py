@@ -141,8 +141,9 @@ class Browser:
             self._ws.close()
 
 
-def record_passing_gate(version: str) -> None:
-    """A gate run recorded through the gate's own writer, so the page shows its badge."""
+def record_gate_runs(version: str, failed_newer: str) -> None:
+    """Gate runs recorded through the gate's own writer: ``version`` passed (it is published),
+    then the newer build ``failed_newer`` failed (so it was not published)."""
     from datetime import UTC, datetime
 
     from topic_lineage.quality import context as quality_context
@@ -156,6 +157,11 @@ def record_passing_gate(version: str) -> None:
     quality_overview.record(GateResult(
         version=version, success=True, failures=[], docs_index=docs, outcomes=outcomes,
         validated_at=datetime(2026, 11, 10, 0, 5, tzinfo=UTC),
+    ))
+    failed = [Outcome("topic_incarnations", "deleted topic IDs never come back", "", False, 1, [])]
+    quality_overview.record(GateResult(
+        version=failed_newer, success=False, failures=[], docs_index=docs, outcomes=failed,
+        validated_at=datetime(2026, 11, 11, 0, 5, tzinfo=UTC),
     ))
 
 
@@ -189,7 +195,7 @@ def airflow_server(tmp_path_factory):
     try:
         rows, runs = scenario()
         publish("v0001", rows, runs)
-        record_passing_gate("v0001")
+        record_gate_runs("v0001", failed_newer="v0002")
     finally:
         os.environ.pop("TOPIC_LINEAGE_HOME", None)
     migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], check=False, env=env,
@@ -205,7 +211,29 @@ def airflow_server(tmp_path_factory):
             return http_status(base + "/api/v2/monitor/health") == 200
 
         wait_for(up, 240, "the Airflow api-server", interval=1)
-        yield {"base": base, "log": log}
+        yield {"base": base, "log": log, "tl_home": tl_home}
+
+
+def api_token(base: str) -> str:
+    """A JWT from Airflow's own token endpoint (SimpleAuthManager user and password)."""
+    request = urllib.request.Request(
+        base + "/auth/token", data=json.dumps({"username": USER, "password": PASSWORD}).encode(),
+        headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=20) as response:
+        return json.load(response)["access_token"]
+
+
+def test_data_docs_paths_in_the_api_server_are_4xx_never_500(airflow_server):
+    """Through Airflow's own server (uvicorn): NUL bytes, 5,000-character paths, traversal."""
+    base = airflow_server["base"]
+    auth = {"Authorization": "Bearer " + api_token(base)}
+    docs = base + "/topic-lineage/data-docs/"
+    assert http_status(docs + "index.html", auth) == 200
+    assert http_status(docs + "%00", auth) == 400
+    assert http_status(docs + "a" * 5000, auth) == 400
+    assert http_status(docs + "data_docs/" + "a" * 900 + ".html", auth) == 404
+    assert http_status(docs + "..%2F..%2F..%2Fetc%2Fpasswd", auth) == 404
+    assert http_status(docs + "gate_runs.jsonl", auth) == 404
 
 
 @pytest.fixture
@@ -267,13 +295,38 @@ def test_recreated_topic_timeline_in_airflow(airflow_server, browser):
     assert browser.js(f"document.querySelectorAll('{block} svg.timeline rect.bar').length") == 2
     assert browser.js(f"document.querySelectorAll('{block} svg .bar.deleted').length") == 1
     assert browser.js(f"document.querySelectorAll('{block} svg .bar.live').length") == 1
-    assert browser.js("document.getElementById('gate-badge').textContent") == "quality gate passed"
-    docs_link = browser.js("[...document.querySelectorAll('#gate a')].find(a => a.textContent"
-                           " === 'Data Docs').href")
-    assert docs_link == f"{base}/topic-lineage/data-docs/data_docs/index.html"
+    # the badge is the published version's gate run; the newer failed build is shown apart
+    wait_for(lambda: browser.js("document.getElementById('gate-badge').textContent")
+             == "quality gate passed", 30, "the gate badge")
+    assert "version v0001" in browser.js("document.getElementById('gate').innerText")
+    newer = browser.js("document.getElementById('gate-newer-failed').innerText")
+    assert "newer build FAILED the gate" in newer and "v0002" in newer
+    assert "deleted topic IDs never come back" in newer
+    links = browser.js("[...document.querySelectorAll('#gate a')].map(a => [a.textContent, a.href])")
+    assert ["gate report", f"{base}/topic-lineage/data-docs/index.html"] in links
+    assert ["Data Docs", f"{base}/topic-lineage/data-docs/data_docs/index.html"] in links
+    assert "file:" not in browser.js("document.getElementById('gate').innerHTML")
+    assert str(airflow_server["tl_home"]) not in browser.js("document.body.innerText")
+    # the axis of this multi-day timeline reads dates
+    ticks = browser.js(f"[...document.querySelectorAll('{block} svg.timeline text.tick')]"
+                       ".map(t => t.textContent)")
+    assert len(ticks) == 6 and all(len(t) == 10 and t.startswith("2026-") for t in ticks), ticks
     browser.screenshot(OUTPUT / "ui-orders-timeline.png")
+    report = browser.js(f"fetch({json.dumps(base + '/topic-lineage/data-docs/index.html')})"
+                        ".then(r => r.text())")
+    assert "Latest run: version v0002" in report and "file:" not in report
     assert "Great Expectations Data Docs" in browser.js(
-        f"fetch({json.dumps(docs_link)}).then(r => r.text())")
+        f"fetch({json.dumps(base + '/topic-lineage/data-docs/data_docs/index.html')})"
+        ".then(r => r.text())")
+
+    # a timeline spanning hours: ticks carry the time, and no two read the same
+    short = browser.js("""(() => {
+        const svg = drawTimeline({ span: { start: "2026-11-05T06:00:00Z", end: "2026-11-05T12:00:00Z" },
+          incarnations: [{ ordinal: 1, topic_id: null, incarnation_key: "k", first_seen_at: "2026-11-05T06:00:00Z",
+            last_seen_at: "2026-11-05T12:00:00Z", deleted_at: null, is_live: true, versions: [] }] });
+        return [...svg.querySelectorAll("text.tick")].map(t => t.textContent); })()""")
+    assert len(short) == 6 and len(set(short)) == 6, short
+    assert short[1] == "11-05 07:07", short  # 6 h span + 2 % padding each side, 5 intervals
 
     # The same topic found by its old ID in standard base64 (librdkafka's form).
     browser.js("document.getElementById('q').value = ''")

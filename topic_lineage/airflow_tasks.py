@@ -488,30 +488,121 @@ def decide_publish(
     return PublishDecision(True, f"built over {len(candidate_inputs)} snapshot(s); publishing")
 
 
+QUIET_LOGGERS = ("great_expectations", "py4j")
+"""Loggers held at WARNING during the gate: GX logs hundreds of lines per validation."""
+
+
+def airflow_base_url() -> str:
+    """Where users reach the Airflow api-server: ``[api] base_url``, else ``http://<[api] host>:
+    <[api] port>`` (``localhost`` for a wildcard host). The task log links the UI from it."""
+    from airflow.sdk import conf
+
+    base = (conf.get("api", "base_url", fallback="") or "").strip()
+    if base:
+        return base.rstrip("/")
+    host = (conf.get("api", "host", fallback="") or "").strip()
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "localhost"
+    return f"http://{host}:{conf.get('api', 'port', fallback='8080')}"
+
+
+@contextlib.contextmanager
+def _quiet_loggers(names: tuple[str, ...] = QUIET_LOGGERS) -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _child_stderr_to_stdout() -> Iterator[None]:
+    """Processes started inside (Spark's JVM) write their stderr to this task's stdout.
+
+    Airflow logs a task's stderr at ERROR level; the JVM's start-up lines ("Using Spark's
+    default log4j profile", the native-hadoop warning) are not errors. The build task's JVM
+    output is logged at INFO the same way (through spark-submit's hook).
+    """
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+        os.dup2(1, 2)
+    except OSError:  # no real descriptors (an unusual runner): leave them alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def gate_log_lines(result: Any, base_url: str) -> list[str]:
+    """The validate task's log: the verdict, one line per expectation, http links to the pages.
+
+    Links point at the UI (``<base_url>/topic-lineage/data-docs/...``), never at server paths.
+    """
+    from topic_lineage.quality import context as qc
+    from topic_lineage.ui import data_docs_url
+
+    met = sum(1 for o in result.outcomes if o.success)
+    verdict = "PASSED" if result.success else "FAILED"
+    total = len(result.outcomes)
+    lines = [f"quality gate {verdict} for version {result.version}: {met} of {total} expectation(s) met"]
+    for outcome in result.outcomes:
+        severity = getattr(outcome, "severity", None) or "critical"
+        mark = "passed" if outcome.success else ("warning" if severity == "warning" else "FAILED")
+        count = "" if outcome.success or outcome.unexpected_count is None else (
+            f" ({outcome.unexpected_count} row(s))")
+        lines.append(f"  {mark:7} {outcome.table}: {outcome.name}{count}")
+    report = qc.quality_link(qc.overview_page()) or "index.html"
+    lines.append(f"gate report: {data_docs_url(base_url, report)}")
+    for table, link in sorted((result.detail_pages or {}).items()):
+        relative = qc.quality_link(link)
+        if relative:
+            lines.append(f"Data Docs of {table}: {data_docs_url(base_url, relative)}")
+    return lines
+
+
 def validate_version(version: str) -> dict[str, Any]:
     """Run the Great Expectations gate on a written version; raise if it fails (R7)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from topic_lineage import warehouse
+    from topic_lineage.quality import context as qc
     from topic_lineage.quality.gate import validate_version as gate
     from topic_lineage.spark import get_spark
+    from topic_lineage.ui import data_docs_url
 
-    spark = get_spark("topic-lineage-validate")
-    result = gate(spark, version)
+    with _quiet_loggers():
+        with _child_stderr_to_stdout():
+            spark = get_spark("topic-lineage-validate")
+        result = gate(spark, version)
+    base_url = airflow_base_url()
+    for line in gate_log_lines(result, base_url):
+        log.info("%s", line)
+    report = data_docs_url(base_url, qc.quality_link(qc.overview_page()) or "index.html")
     if not result.success:
         failures = "; ".join(
             f"{getattr(f, 'table', '') or 'table'}: {getattr(f, 'name', f)} "
             f"({getattr(f, 'description', '')})"
             for f in result.failures
-        ) or "see Data Docs"
+        ) or "see the gate report"
         warehouse.mark_rejected(version, failures)
         raise AirflowFailException(
             f"version {version} failed the quality gate and stays unpublished: {failures}. "
-            f"Data Docs: {result.docs_index}"
+            f"Gate report: {report}"
         )
     warehouse.mark_validated(version)
-    log.info("version %s passed the quality gate; Data Docs: %s", version, result.docs_index)
-    return {"version": version, "docs_index": str(result.docs_index)}
+    return {"version": version, "gate_report": report}
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from topic_lineage import tables as t
 
@@ -35,8 +36,32 @@ def data_docs_dir() -> Path:
 
 
 def data_docs_index() -> Path:
-    """Great Expectations' own site index (needs its CDN scripts to list the runs)."""
+    """Great Expectations' own site index (its run list is drawn by CDN scripts; the UI serves
+    a script-free index in its place, see ``topic_lineage.ui.data_docs``)."""
     return data_docs_dir() / "index.html"
+
+
+def quality_link(link: str | Path) -> str | None:
+    """A page of the quality directory (``file://`` URI or path) as a relative link.
+
+    The gate report and the UI link Data Docs pages relative to ``quality_dir()`` (e.g.
+    ``data_docs/validations/...html``), so the links work both from the files on disk and over
+    http under the UI's ``/topic-lineage/data-docs/``, and never show a server path. ``None``
+    for anything outside the quality directory or not a local file link.
+    """
+    text = str(link)
+    parsed = urlparse(text)
+    if parsed.scheme not in ("", "file") or (parsed.scheme == "file" and parsed.netloc):
+        return None
+    path = Path(unquote(parsed.path) if parsed.scheme else text)
+    root = t.quality_dir().resolve()
+    try:
+        resolved = (root / path).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return None
+    if resolved == root or not resolved.is_relative_to(root):
+        return None
+    return resolved.relative_to(root).as_posix()
 
 
 def overview_page() -> Path:

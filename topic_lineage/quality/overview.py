@@ -3,7 +3,8 @@
 Great Expectations' own Data Docs index builds its run list with scripts from public CDNs, so
 it shows nothing on an offline machine. This page is plain, self-contained HTML: the newest gate
 run first (verdict, every expectation passed or failed, a few offending rows, a link to GX's
-detailed validation page of each table), then the history of earlier runs. Every gate run appends
+detailed validation page of each table), then the history of earlier runs. Its links are
+relative to the quality directory, so the UI can serve it over http (``/topic-lineage/data-docs/``). Every gate run appends
 one JSON line to ``gate_runs.jsonl`` and re-renders the page from it.
 """
 
@@ -85,30 +86,37 @@ def read_records() -> list[dict]:
 
 def render() -> Path:
     """Write the overview page atomically and return its path."""
-    records = read_records()
+    document = page_html()
     page = qc.overview_page()
-    body = ["<h1>topic-lineage quality gate</h1>"]
-    if not records:
-        body.append("<p>No validation has run yet.</p>")
-    else:
-        body.extend(_latest(records[-1]))
-        body.extend(_history(records[-HISTORY_SHOWN:]))
-    gx_index = qc.data_docs_index()
-    body.append(
-        f'<p class="muted">Great Expectations Data Docs (suites and every validation): '
-        f'<a href="{html.escape(gx_index.as_uri())}">{html.escape(str(gx_index))}</a></p>'
-    )
-    document = (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        "<title>topic-lineage quality gate</title>"
-        f"<style>{_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
-    )
     page.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=page.parent, prefix=".index-", suffix=".html")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(document)
     os.replace(tmp, page)
     return page
+
+
+def page_html() -> str:
+    """The overview page from the gate log (the UI serves this, so old files never show)."""
+    records = read_records()
+    body = ["<h1>topic-lineage quality gate</h1>"]
+    if not records:
+        body.append("<p>No validation has run yet.</p>")
+    else:
+        body.extend(_latest(records[-1]))
+        body.extend(_history(records[-HISTORY_SHOWN:]))
+    # Relative links (never file:// URIs or server paths): they work from the files on disk and
+    # when the UI serves this page over http under /topic-lineage/data-docs/.
+    gx_index = qc.quality_link(qc.data_docs_index())
+    body.append(
+        f'<p class="muted">Great Expectations Data Docs (suites and every validation): '
+        f'<a href="{html.escape(gx_index or "data_docs/index.html")}">Data Docs index</a></p>'
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<title>topic-lineage quality gate</title>"
+        f"<style>{_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
 
 
 def _verdict(success: bool) -> str:
@@ -136,7 +144,7 @@ def _latest(record: dict) -> list[str]:
     for outcome in outcomes:
         tables.setdefault(outcome["table"], []).append(outcome)
     for table, rows in tables.items():
-        link = record.get("detail_pages", {}).get(table)
+        link = qc.quality_link(record.get("detail_pages", {}).get(table) or "")
         details = f' &mdash; <a href="{html.escape(link)}">details</a>' if link else ""
         out.append(f"<h2>{html.escape(table)}{details}</h2>")
         out.append("<table><tr><th>status</th><th>expectation</th><th>meaning</th>"

@@ -10,8 +10,9 @@ Routes (relative to where the app is mounted; in Airflow: ``/topic-lineage``):
     GET /api/timeline?name=&cluster_id=   every incarnation that ever carried the name
     GET /api/ids/{topic_id}        the incarnation(s) with this ID (any accepted form)
     GET /api/overview?cluster_id=&days=&top=   a cluster's recent deletions and re-creations
-    GET /api/gate                  the latest quality-gate result
-    GET /data-docs/{path}          the gate's Great Expectations Data Docs
+    GET /api/gate                  the published version's gate result (+ a newer failed build)
+    GET /data-docs/{path}          the gate report and its Great Expectations Data Docs,
+                                   script-free (topic_lineage.ui.data_docs)
     GET /api/openapi.json          this API's OpenAPI description
 
 Authentication is not optional: ``create_app`` requires a FastAPI dependency that rejects
@@ -22,24 +23,27 @@ guards every route, static files and Data Docs included.
 from __future__ import annotations
 
 import html
-import mimetypes
 from collections.abc import Callable
 from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from topic_lineage import tables
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.topic_id import TopicIdError, rfc4122
+from topic_lineage.ui import data_docs as docs
 from topic_lineage.ui import gate, queries
-from topic_lineage.ui.published import PublishedTables
+from topic_lineage.ui.published import PublishedTables, current_version
 
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
 MAX_DAYS = 3650
+PAGE_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'self'"
+)
+"""The page runs only its own script (static/app.js), talks only to its own API."""
 
 
 def _static_text(name: str) -> str:
@@ -104,7 +108,8 @@ def create_app(
     def page(request: Request) -> HTMLResponse:
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         text = _static_text("index.html").replace("{{BASE}}", html.escape(base, quote=True))
-        return HTMLResponse(text, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(text, headers={"Cache-Control": "no-store",
+                                           "Content-Security-Policy": PAGE_POLICY})
 
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:
@@ -124,7 +129,7 @@ def create_app(
         return {
             "published_version": loaded.version,
             "row_counts": loaded.row_counts,
-            "gate": gate.latest_result(),
+            "gate": gate.latest_result(loaded.version),
         }
 
     @app.get("/api/clusters")
@@ -184,16 +189,21 @@ def create_app(
 
     @app.get("/api/gate")
     def gate_result() -> dict[str, Any]:
-        """The latest quality-gate result (``available: false`` when the gate never ran)."""
-        return gate.latest_result()
+        """The gate result of the published version, and a newer failed build if any."""
+        return gate.latest_result(current_version())
 
     @app.get("/data-docs/{path:path}", include_in_schema=False)
-    def data_docs(path: str) -> FileResponse:
-        root = tables.quality_dir().resolve()
-        target = (root / path).resolve()
-        if not target.is_relative_to(root) or not target.is_file():
-            raise HTTPException(404, f"no Data Docs file {path!r}")
-        media_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        return FileResponse(Path(target), media_type=media_type)
+    def data_docs(path: str) -> Response:
+        """The gate report and GX Data Docs, script-free (see ``topic_lineage.ui.data_docs``)."""
+        try:
+            file = docs.resolve(path)
+        except docs.DataDocsPathError as exc:
+            raise HTTPException(exc.status, str(exc)) from None
+        headers = {"Content-Security-Policy": docs.CONTENT_SECURITY_POLICY,
+                   "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+        media_type = docs.media_type(file)
+        if file.suffix.lower() == ".html":
+            return Response(docs.page_text(file), media_type=media_type, headers=headers)
+        return FileResponse(file, media_type=media_type, headers=headers)
 
     return app

@@ -1,19 +1,21 @@
-"""The latest quality-gate result and where its Data Docs are, for the page's gate badge.
+"""The quality-gate result behind the page's gate badge, and where its pages are.
 
 The gate (``topic_lineage.quality``) appends one JSON line per run to ``gate_runs.jsonl``,
 renders its own overview page, and has Great Expectations build Data Docs, all under
-``tables.quality_dir()``. This module only reads them (through the gate's own path helpers)
-and degrades to "no result yet" when the gate never ran: the page must work without it.
-Paths are returned relative to the quality directory, which the app serves under
-``data-docs/``.
+``tables.quality_dir()``. This module only reads them and degrades to "no result yet" when the
+gate never ran: the page must work without it.
+
+The badge shows the gate run of the **published** version (the one readers see), not simply the
+newest run: a newer build that failed the gate is never published (R7) and is reported
+separately (``newer_failed``). Records written before severities existed have no ``severity``
+per outcome (= critical) and no ``warnings``; both kinds are read. Page links are relative to
+the quality directory, which the app serves under ``data-docs/``: never ``file://`` URIs.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from topic_lineage import tables
 from topic_lineage.quality import context as quality_context
@@ -21,63 +23,88 @@ from topic_lineage.quality import overview as quality_overview
 
 log = logging.getLogger(__name__)
 
+WARNING = "warning"
 
-def _relative(path: Path) -> str | None:
-    """``path`` relative to the quality directory when it is an existing file inside it."""
-    root = tables.quality_dir().resolve()
-    try:
-        resolved = path.resolve()
-    except OSError:
+
+def _page(link: Any) -> str | None:
+    """A link to a page of the quality directory, relative to it, when that page exists."""
+    relative = quality_context.quality_link(str(link)) if link else None
+    if relative is None:
         return None
-    if resolved.is_file() and resolved.is_relative_to(root):
-        return resolved.relative_to(root).as_posix()
-    return None
+    path = tables.quality_dir() / relative
+    return relative if path.is_file() else None
 
 
-def _detail_page(link: str) -> str | None:
-    """A gate detail link (``file://`` URI or path) as a path under the quality directory."""
-    parsed = urlparse(link)
-    if parsed.scheme not in ("", "file"):
-        return None
-    return _relative(Path(unquote(parsed.path)))
+def _failed(outcomes: list[dict], severity_is_warning: bool) -> list[str]:
+    return [
+        f"{o.get('table')}: {o.get('name')}"
+        for o in outcomes
+        if not o.get("success") and (o.get("severity") == WARNING) == severity_is_warning
+    ]
 
 
-def latest_result() -> dict[str, Any]:
-    """The newest gate run, summarised; ``available`` is false when there is none."""
+def summarize(record: dict) -> dict[str, Any]:
+    """One gate record as the page shows it (old records without severities included)."""
+    outcomes = record.get("outcomes") or []
+    warnings = record.get("warnings")
+    if not isinstance(warnings, list):
+        warnings = _failed(outcomes, severity_is_warning=True)
+    details = {}
+    for table, link in (record.get("detail_pages") or {}).items():
+        page = _page(link)
+        if page:
+            details[table] = page
+    return {
+        "success": bool(record.get("success")),
+        "version": record.get("version"),
+        "validated_at": record.get("validated_at"),
+        "expectations": len(outcomes),
+        "failed_expectations": _failed(outcomes, severity_is_warning=False),
+        "warnings": [str(w) for w in warnings],
+        "detail_pages": details,
+    }
+
+
+def result_for(published_version: str | None, records: list[dict]) -> dict[str, Any]:
+    """The badge: the gate run of ``published_version`` and the newest failed build after it.
+
+    ``available`` is true when the published version has a gate record. ``newer_failed`` is
+    the newest failed run recorded after it (or, with no record of the published version, the
+    newest failed run), unless a later run of another version passed: that one superseded it.
+    """
     summary: dict[str, Any] = {
         "available": False,
+        "published_version": published_version,
         "success": None,
         "version": None,
         "validated_at": None,
         "expectations": 0,
         "failed_expectations": [],
-        "report": _relative(quality_context.overview_page()),
-        "data_docs": _relative(quality_context.data_docs_index()),
+        "warnings": [],
+        "report": _page(quality_context.overview_page()),
+        "data_docs": _page(quality_context.data_docs_index()),
         "detail_pages": {},
+        "newer_failed": None,
     }
+    published_at = None
+    if published_version is not None:
+        for index in range(len(records) - 1, -1, -1):
+            if records[index].get("version") == published_version:
+                published_at = index
+                break
+    if published_at is not None:
+        summary.update(available=True, **summarize(records[published_at]))
+    later = records[published_at + 1:] if published_at is not None else records
+    if later and not later[-1].get("success") and later[-1].get("version") != published_version:
+        summary["newer_failed"] = summarize(later[-1])
+    return summary
+
+
+def latest_result(published_version: str | None = None) -> dict[str, Any]:
+    """:func:`result_for` over the gate log (an unreadable log reads as no runs)."""
     try:
         records = quality_overview.read_records()
     except OSError as exc:
         log.warning("cannot read the gate log %s: %s", quality_context.gate_log(), exc)
-        return summary
-    if not records:
-        return summary
-    latest = records[-1]
-    outcomes = latest.get("outcomes") or []
-    details = {}
-    for table, link in (latest.get("detail_pages") or {}).items():
-        relative = _detail_page(str(link))
-        if relative:
-            details[table] = relative
-    summary.update(
-        available=True,
-        success=bool(latest.get("success")),
-        version=latest.get("version"),
-        validated_at=latest.get("validated_at"),
-        expectations=len(outcomes),
-        failed_expectations=[
-            f"{o.get('table')}: {o.get('name')}" for o in outcomes if not o.get("success")
-        ],
-        detail_pages=details,
-    )
-    return summary
+        records = []
+    return result_for(published_version, records)

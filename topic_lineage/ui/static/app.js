@@ -65,6 +65,15 @@ function fmt(ts) {
 
 function day(ts) { return ts ? ts.slice(0, 10) : ""; }
 
+// A time-axis label for ISO time `ts` on an axis spanning `spanMs`: the date for long spans;
+// for spans under two days the time too (else every tick would read the same date), with
+// seconds under ten minutes.
+function axisLabel(ts, spanMs) {
+  if (spanMs >= 2 * 86400e3) return day(ts);
+  if (spanMs >= 600e3) return ts.slice(5, 10) + " " + ts.slice(11, 16);
+  return ts.slice(11, 19);
+}
+
 function copyButton(text) {
   return el("button", {
     class: "copy", type: "button", title: "Copy " + text,
@@ -111,10 +120,16 @@ async function loadStatus() {
 }
 
 function renderGate(result) {
+  // The badge is the gate run of the published version; a newer build that failed the gate
+  // (and so was not published, R7) is shown next to it, separately.
   const box = document.getElementById("gate");
   box.replaceChildren();
+  const link = (path, text) => el("a", { href: BASE + "data-docs/" + path, target: "_blank", rel: "noopener" }, text);
+  const tableLinks = (pages) => Object.entries(pages || {}).flatMap(([table, path]) => [" ", link(path, table)]);
   if (!result || !result.available) {
-    box.append(el("span", { class: "badge none", id: "gate-badge" }, "quality gate: no result yet"));
+    const text = result && result.published_version
+      ? `quality gate: no result for version ${result.published_version}` : "quality gate: no result yet";
+    box.append(el("span", { class: "badge none", id: "gate-badge" }, text));
   } else {
     const ok = result.success === true;
     box.append(el("span", { class: "badge " + (ok ? "ok" : "bad"), id: "gate-badge" },
@@ -124,12 +139,22 @@ function renderGate(result) {
     if (!ok && result.failed_expectations && result.failed_expectations.length) {
       box.append(" ", el("span", { class: "warning-text" }, "failed: " + result.failed_expectations.join(", ")));
     }
+    if (result.warnings && result.warnings.length) {
+      box.append(" ", el("span", { class: "badge warn", id: "gate-warnings" },
+        `${result.warnings.length} warning(s): ${result.warnings.join(", ")}`));
+    }
   }
-  const link = (path, text) => el("a", { href: BASE + "data-docs/" + path, target: "_blank", rel: "noopener" }, text);
   if (result && result.report) box.append(" ", link(result.report, "gate report"));
   if (result && result.data_docs) box.append(" ", link(result.data_docs, "Data Docs"));
-  for (const [table, path] of Object.entries((result && result.detail_pages) || {})) {
-    box.append(" ", link(path, table));
+  if (result && result.available) box.append(...tableLinks(result.detail_pages));
+  const newer = result && result.newer_failed;
+  if (newer) {
+    box.append(el("div", { class: "newer-failed", id: "gate-newer-failed" },
+      el("span", { class: "badge bad" }, "newer build FAILED the gate"), " ",
+      el("span", { class: "status" }, `version ${newer.version || "?"} · ${fmt(newer.validated_at)} · not published`),
+      newer.failed_expectations && newer.failed_expectations.length
+        ? [" ", el("span", { class: "warning-text" }, "failed: " + newer.failed_expectations.join(", "))] : null,
+      ...tableLinks(newer.detail_pages)));
   }
 }
 
@@ -238,7 +263,7 @@ function drawTimeline(cluster) {
     const tx = x(t);
     root.append(svg("line", { class: "axis", x1: tx, x2: tx, y1: top, y2: axisY + 4 }));
     const anchor = i === 0 ? "start" : i === 5 ? "end" : "middle";
-    root.append(svg("text", { x: tx, y: axisY + 18, "text-anchor": anchor }, day(t)));
+    root.append(svg("text", { class: "tick", x: tx, y: axisY + 18, "text-anchor": anchor }, axisLabel(t, hi - lo)));
   }
   incs.forEach((inc, index) => {
     const y = top + index * rowH;
