@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "build",
         help="build a new version of the tables from the snapshot store, validate and publish it",
         description="Incremental by default (only new snapshots are processed; a late snapshot "
-        "recomputes its cluster). The mass-deletion hold (R3) thresholds come from "
+        "recomputes its cluster); when the published version was built from the same stored "
+        "snapshots, hold thresholds and build code, nothing is built (no Spark is started). "
+        "The mass-deletion hold (R3) thresholds come from "
         "--hold-ratio/--hold-min or $TOPIC_LINEAGE_HOLD_RATIO/$TOPIC_LINEAGE_HOLD_MIN.",
     )
     p.add_argument("--full-refresh", action="store_true", help="recompute everything from the store")
@@ -69,6 +71,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     from topic_lineage.spark import get_spark
 
     policy = hold_policy(args.hold_ratio, args.hold_min)
+    if not args.full_refresh:  # no-op runs: decided without a JVM (topic_lineage/noop.py)
+        from topic_lineage import noop
+
+        decision = noop.decide(policy.ratio, policy.min_count)
+        if decision.noop:
+            print(decision)
+            return 0
     spark = get_spark("topic-lineage-build", master=args.master)
     try:
         result = run_build(
