@@ -173,22 +173,32 @@ def print_rows(df, fmt: str = "table", out=print) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from topic_lineage import spark_server
     from topic_lineage.spark import get_spark
 
-    spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
-                      conf={"spark.sql.shuffle.partitions": "4"})
-    spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
+    # The deployment's long-lived Spark Connect server when it runs (topic_lineage/spark_server.py).
+    remote = None if (args.master or args.version) else spark_server.remote_url()
+    if remote:
+        published = wh.current_version()
+        if published is None:
+            raise wh.WarehouseError("nothing is published yet; run 'topic-lineage build' first")
+        spark = spark_server.connect(remote)
+        spark_server.use_published_tables(spark, published)
+    else:
+        spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
+                          conf={"spark.sql.shuffle.partitions": "4"})
+        spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
     try:
-        wh.register_tables(spark, args.version)
+        if not remote:
+            wh.register_tables(spark, args.version)
         try:
-            df = spark.sql(args.sql)
+            text = render_rows(spark.sql(args.sql), args.format)  # Connect reports at collect
         except Exception as exc:  # analysis/parse errors are the user's to fix
             from pyspark.errors import PySparkException
 
             if isinstance(exc, PySparkException):
                 raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
             raise
-        text = render_rows(df, args.format)
     finally:
         spark.stop()
     print(text)
