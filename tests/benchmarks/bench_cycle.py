@@ -47,7 +47,7 @@ def cli(env: dict, *args: str) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def _at(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(text).timestamp()
 
 
 def breakdown(wall_s: float, started_at: float) -> dict:
