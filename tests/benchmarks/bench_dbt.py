@@ -69,10 +69,12 @@ def compare(dbt_db: Path, tl_home: Path) -> dict:
     inc = wh.version_path(wh.current_version(), "topic_incarnations")
     con = duckdb.connect()
     con.execute(f"ATTACH '{dbt_db}' AS peer (READ_ONLY)")
+    [(schema,)] = con.execute("SELECT schema_name FROM duckdb_tables() WHERE "
+                              "database_name = 'peer' AND table_name = 'topic_versions'").fetchall()
     dbt = ("SELECT cluster_id, topic_id, count(*) FILTER (WHERE NOT coalesce(dbt_is_deleted = 'True', false)) AS versions, "
            "count(*) FILTER (WHERE dbt_is_deleted = 'True') AS deletions, "
            "bool_or(dbt_valid_to IS NULL AND dbt_is_deleted = 'True') AS deleted_now "
-           "FROM peer.main.topic_versions GROUP BY ALL")
+           f"FROM peer.{schema}.topic_versions GROUP BY ALL")
     tl = ("SELECT cluster_id, topic_id, count(*) AS versions, bool_or(deleted_at IS NOT NULL) AS deleted "
           f"FROM read_parquet('{inc}/**/*.parquet') GROUP BY ALL")
     query = f"""
@@ -138,14 +140,13 @@ def main(argv=None) -> int:
     if proc.returncode:
         raise SystemExit(f"topic-lineage build failed:\n{proc.stderr[-3000:]}")
     tl_full = time.perf_counter() - began
-    diff = compare(work / "peer.duckdb", tl_home)
-
     print(f"dbt peer benchmark ({dbt}): {args.topics} topics x {args.rounds} rounds, "
           f"{args.clusters} clusters, {len(snapshots)} snapshots; load average "
           f"{os.getloadavg()[0]:.1f}")
     print(f"  dbt snapshot: replay of {len(runs)} runs {replay:.1f} s (mean {replay / len(runs):.2f} s "
           f"per run, incl. writing the source file); one cycle (last run) {runs[-1]:.2f} s")
     print(f"  topic-lineage: full refresh (build --full-refresh --no-validate) {tl_full:.1f} s")
+    diff = compare(work / "peer.duckdb", tl_home)
     print("  incarnations where dbt differs from topic-lineage:")
     for key, value in diff.items():
         print(f"    {key:<24} {value}")
