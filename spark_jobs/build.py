@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run by spark-submit as a file
 from pyspark.sql import functions as F
 
 from spark_jobs import incarnations as inc
+from topic_lineage import noop
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
@@ -76,12 +77,13 @@ class VersionInfo:
 
 
 # --- the store as files ------------------------------------------------------------------------
-def _stored_files() -> dict[str, int]:
-    """Relative path -> size of every stored snapshot file."""
+def _stored_files() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """Relative path -> size of every stored snapshot file, and the listing it came from (for
+    the no-op fingerprint, topic_lineage.noop)."""
     from topic_lineage import store
 
-    root = t.snapshots_dir()
-    return {str(p.relative_to(root)): p.stat().st_size for p in store.snapshot_files()}
+    listing = store.snapshot_listing()
+    return {path: size for path, (size, _) in listing.items()}, listing
 
 
 def _file_key(relative: str) -> tuple[str, str]:
@@ -165,7 +167,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         raise wh.WarehouseError(f"version {version!r} already exists at {out}; pick another id")
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
-    files = _stored_files()
+    files, listing = _stored_files()
     manifest, why_full = (None, "--full-refresh") if full_refresh else _usable_base(base, policy)
     if manifest is not None:
         included = manifest.get("snapshot_files", {})
@@ -258,6 +260,8 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
         hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
         cluster_newest={c: compact_timestamp(_as_utc(ts)) for c, ts in newest.items()},
+        # What the build read, for no-op runs (topic_lineage/noop.py).
+        store_fingerprint=noop.fingerprint(listing, policy.ratio, policy.min_count),
     )
     log.info("%s", info)
     return info

@@ -194,6 +194,18 @@ def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_
     assert len([r for r in rows if r["name"] == "payments"]) == 1
     assert warehouse.read_manifest(warehouse.current_version())["status"] == "published"
 
+    # Nothing new stored since: the next run is a no-op. build skips (no spark-submit), validate
+    # and publish skip with it, and the run succeeds (topic_lineage/noop.py).
+    published = warehouse.current_version()
+    again = load_dag("topic_incarnations").test()
+    states = task_instances(again)
+    assert [states[(task, -1)] for task in ("plan", "build", "validate", "publish")] == [
+        "success", "skipped", "skipped", "skipped"
+    ]
+    assert again.state == "success"
+    assert warehouse.current_version() == published
+    assert [m["version"] for m in warehouse.list_versions()] == [published]
+
 
 def _history():
     """A small history of one cluster: create, change, delete, re-create (four snapshots)."""

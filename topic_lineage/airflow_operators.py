@@ -28,4 +28,15 @@ class BuildVersionOperator(SparkSubmitOperator):
         version = str(self.application_args[1])
         if not at.prepare_build(version):
             return None
+        # No-op run (nothing new since the published version): skip, and with it validate and
+        # publish; the run succeeds. Decided without Spark (topic_lineage/noop.py).
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from spark_jobs.build import hold_policy
+        from topic_lineage import noop
+
+        policy = hold_policy()
+        decision = noop.decide(policy.ratio, policy.min_count)
+        if decision.noop:
+            raise AirflowSkipException(str(decision))
         return super().execute(context)

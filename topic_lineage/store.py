@@ -225,6 +225,22 @@ def snapshot_files() -> list[Path]:
     return sorted(p for p in root.glob("cluster=*/date=*/*.parquet") if not p.name.startswith("."))
 
 
+def snapshot_listing() -> dict[str, tuple[int, int]]:
+    """Every stored snapshot file as ``relative path -> (size, mtime_ns)``: one directory walk
+    and one ``stat`` per file, no file is opened.
+
+    The store never rewrites a file in place (a new file is renamed into place, a quarantined one
+    leaves), so a changed file shows a changed size or modification time: this listing is what
+    the no-op decision (:mod:`topic_lineage.noop`) compares.
+    """
+    root = t.snapshots_dir()
+    listing = {}
+    for path in snapshot_files():
+        stat = path.stat()
+        listing[str(path.relative_to(root))] = (stat.st_size, stat.st_mtime_ns)
+    return listing
+
+
 def read_runs(cluster: str | None = None) -> list[dict]:
     """One dict per stored snapshot (its snapshot-level columns), oldest first.
 
@@ -301,6 +317,7 @@ __all__ = [
     "save",
     "save_all",
     "snapshot_files",
+    "snapshot_listing",
     "snapshot_path",
     "verify",
 ]

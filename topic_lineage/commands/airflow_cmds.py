@@ -295,6 +295,10 @@ def stop(timeout_s: float = 30) -> list[str]:
         except (ProcessLookupError, PermissionError):
             pass
     _pids_path().unlink(missing_ok=True)
+    from topic_lineage import spark_server  # long-lived Spark for queries (issue #16)
+
+    if spark_server.stop():
+        pids["spark-connect"] = 0
     return sorted(pids)
 
 
@@ -362,6 +366,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
 def cmd_start(args: argparse.Namespace) -> int:
     state = load_state()
     pids = start(state)
+    from topic_lineage import spark_server  # long-lived Spark for queries (issue #16)
+
+    spark_server.start_for_deployment()
     print(banner(state), flush=True)
     if args.detach:
         return 0

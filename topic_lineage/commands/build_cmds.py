@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "build",
         help="build a new version of the tables from the snapshot store, validate and publish it",
         description="Incremental by default (only new snapshots are processed; a late snapshot "
-        "recomputes its cluster). The mass-deletion hold (R3) thresholds come from "
+        "recomputes its cluster); when the published version was built from the same stored "
+        "snapshots, hold thresholds and build code, nothing is built (no Spark is started). "
+        "The mass-deletion hold (R3) thresholds come from "
         "--hold-ratio/--hold-min or $TOPIC_LINEAGE_HOLD_RATIO/$TOPIC_LINEAGE_HOLD_MIN.",
     )
     p.add_argument("--full-refresh", action="store_true", help="recompute everything from the store")
@@ -69,6 +71,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     from topic_lineage.spark import get_spark
 
     policy = hold_policy(args.hold_ratio, args.hold_min)
+    if not args.full_refresh:  # no-op runs: decided without a JVM (topic_lineage/noop.py)
+        from topic_lineage import noop
+
+        decision = noop.decide(policy.ratio, policy.min_count)
+        if decision.noop:
+            print(decision)
+            return 0
     spark = get_spark("topic-lineage-build", master=args.master)
     try:
         result = run_build(
@@ -164,22 +173,32 @@ def print_rows(df, fmt: str = "table", out=print) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from topic_lineage import spark_server
     from topic_lineage.spark import get_spark
 
-    spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
-                      conf={"spark.sql.shuffle.partitions": "4"})
-    spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
+    # The deployment's long-lived Spark Connect server when it runs (topic_lineage/spark_server.py).
+    remote = None if (args.master or args.version) else spark_server.remote_url()
+    if remote:
+        published = wh.current_version()
+        if published is None:
+            raise wh.WarehouseError("nothing is published yet; run 'topic-lineage build' first")
+        spark = spark_server.connect(remote)
+        spark_server.use_published_tables(spark, published)
+    else:
+        spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
+                          conf={"spark.sql.shuffle.partitions": "4"})
+        spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
     try:
-        wh.register_tables(spark, args.version)
+        if not remote:
+            wh.register_tables(spark, args.version)
         try:
-            df = spark.sql(args.sql)
+            text = render_rows(spark.sql(args.sql), args.format)  # Connect reports at collect
         except Exception as exc:  # analysis/parse errors are the user's to fix
             from pyspark.errors import PySparkException
 
             if isinstance(exc, PySparkException):
                 raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
             raise
-        text = render_rows(df, args.format)
     finally:
         spark.stop()
     print(text)

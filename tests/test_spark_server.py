@@ -1,0 +1,69 @@
+"""The deployment's long-lived Spark Connect server (topic_lineage/spark_server.py): started and
+stopped per home, used by `topic-lineage query` (which then needs no JVM of its own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scd_support import snap, tid, topic
+
+from topic_lineage import spark_server, store
+from topic_lineage import warehouse as wh
+from topic_lineage.local_broker import free_port
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SCRIPT = Path(sys.executable).with_name("topic-lineage")
+SQL = "SELECT topic_name, version, partition_count FROM topic_lineage.topic_incarnations ORDER BY 1, 2"
+
+
+def query(home: Path, *args: str, java: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home)}
+    env.pop(spark_server.REMOTE_ENV, None)
+    if not java:  # a local Spark cannot start: only the server can answer
+        env["JAVA_HOME"] = str(home / "no-java")
+    return subprocess.run([str(SCRIPT), "query", SQL, "--format", "json", *args], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, monkeypatch):
+    from topic_lineage.pipeline import run_build
+
+    monkeypatch.setenv(spark_server.PORT_ENV, str(free_port()))
+    monkeypatch.setenv("TOPIC_LINEAGE_DRIVER_MEMORY", "1g")  # the server's heap, not this JVM's
+    store.save(snap(0, topic("orders", tid(1))), "live")
+    run_build(spark, validate=None)
+
+    assert spark_server.remote_url() is None
+    state = spark_server.start()
+    try:
+        assert spark_server.start()["pid"] == state["pid"]  # one server per home
+        assert spark_server.remote_url() == f"sc://127.0.0.1:{state['port']}"
+
+        first = query(tl_home, java=False)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert json.loads(first.stdout) == [
+            {"topic_name": "orders", "version": 1, "partition_count": 3}]
+
+        # A new published version: the server's tables follow it.
+        store.save(snap(1, topic("orders", tid(1), partitions=6)), "live")
+        run_build(spark, validate=None)
+        second = query(tl_home, java=False)
+        assert second.returncode == 0, second.stderr[-3000:]
+        assert [r["partition_count"] for r in json.loads(second.stdout)] == [3, 6]
+
+        # --version (another version) does not use the server: it needs a local JVM.
+        assert query(tl_home, "--version", wh.list_versions()[0]["version"], java=False).returncode != 0
+    finally:
+        assert spark_server.stop()
+    assert spark_server.remote_url() is None
+    assert not spark_server._alive(state["pid"])
+    # Without the server, the query starts its own local Spark and answers the same.
+    local = query(tl_home)
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert json.loads(local.stdout) == json.loads(second.stdout)

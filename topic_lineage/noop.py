@@ -1,0 +1,98 @@
+"""No-op builds: tell, without Spark, that the published version already is what a build would write.
+
+The tables are a pure function of the set of stored snapshots (R5) and of the build's own
+settings. So a build is a no-op exactly when the published version was built from
+
+- the same set of stored snapshot files: the same relative paths, each with the same size and
+  modification time (:func:`topic_lineage.store.snapshot_listing`; the store never rewrites a
+  file in place, so new, quarantined and re-imported files all change it),
+- the same mass-deletion hold thresholds (R3), and
+- the same build code: the source of ``spark_jobs/*.py``, ``topic_lineage/tables.py`` and
+  ``topic_lineage/topic_id.py``, and the pyspark version.
+
+A build records the digest of these (``store_fingerprint``) in its version's manifest, computed
+from the same store listing it read. :func:`decide` compares the published version's recorded
+fingerprint with the store's now: one directory walk and a few small files, no JVM. A version
+built before fingerprints existed never matches, so the first build after an upgrade is a real
+one. The quality gate is not run again on a no-op: the published version passed it, and nothing
+it checked has changed (its freshness warning concerns the newest snapshot, which is the same).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+FINGERPRINT_KEY = "store_fingerprint"
+
+
+def _build_code_files() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    spec = importlib.util.find_spec("spark_jobs")  # finds the package without importing pyspark
+    jobs = Path(next(iter(spec.submodule_search_locations))) if spec else None
+    files = sorted(jobs.glob("*.py")) if jobs else []
+    return files + [here / "tables.py", here / "topic_id.py"]
+
+
+def code_digest() -> str:
+    """Digest of what decides the build's output besides its input: the build code and pyspark."""
+    digest = hashlib.sha256()
+    for path in _build_code_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(metadata.version("pyspark").encode())
+    return digest.hexdigest()
+
+
+def fingerprint(listing: dict[str, tuple[int, int]], hold_ratio: float, hold_min: int) -> str:
+    """The ``store_fingerprint`` of a build over ``listing`` with these hold thresholds."""
+    payload = {
+        "files": sorted([path, size, mtime_ns] for path, (size, mtime_ns) in listing.items()),
+        "hold_policy": {"ratio": float(hold_ratio), "min_count": int(hold_min)},
+        "code": code_digest(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NoopDecision:
+    noop: bool
+    reason: str
+    version: str | None = None  # the published version, when there is one
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def decide(hold_ratio: float, hold_min: int) -> NoopDecision:
+    """Whether a build now would only rewrite the published version (see the module doc)."""
+    from topic_lineage import store
+    from topic_lineage import warehouse as wh
+
+    current = wh.current_version()
+    if current is None:
+        return NoopDecision(False, "nothing is published yet")
+    try:
+        manifest = wh.read_manifest(current)
+    except wh.WarehouseError as exc:
+        return NoopDecision(False, str(exc), current)
+    recorded = manifest.get(FINGERPRINT_KEY)
+    if not recorded:
+        return NoopDecision(False, f"published version {current} records no store fingerprint", current)
+    listing = store.snapshot_listing()
+    if fingerprint(listing, hold_ratio, hold_min) != recorded:
+        return NoopDecision(
+            False,
+            f"the stored snapshots, hold thresholds or build code differ from those of the "
+            f"published version {current}",
+            current,
+        )
+    return NoopDecision(
+        True,
+        f"nothing new to build: the published version {current} was built from the same "
+        f"{len(listing)} stored snapshot(s), hold thresholds and build code",
+        current,
+    )

@@ -1,0 +1,193 @@
+"""A long-lived Spark for the local deployment: a Spark Connect server, so that a query does not
+start a JVM of its own.
+
+``topic-lineage airflow start`` starts it (:func:`start`) and ``airflow stop`` stops it
+(:func:`stop`); ``topic-lineage query`` uses it when it answers (:func:`remote_url`) and starts
+``local[2]`` otherwise. The server is the one in the pyspark wheel
+(``org.apache.spark.sql.connect.service.SparkConnectServer``, run by ``spark-submit``), listening
+on the loopback address only. Its pid and port are kept in ``$TOPIC_LINEAGE_HOME/spark-connect.json``.
+
+Tables: the server's in-memory catalog is shared by its clients, so the published version's
+tables are registered there once per published version (marked by a table property) and reused
+by every later query; a query of another ``--version`` does not use the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from topic_lineage import tables as t
+from topic_lineage.errors import TopicLineageError
+
+REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
+PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
+DEFAULT_PORT = 15002
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+VERSION_PROPERTY = "topic_lineage.version"
+
+
+class SparkServerError(TopicLineageError):
+    """The Spark Connect server could not be started."""
+
+
+def _state_path() -> Path:
+    return t.home() / "spark-connect.json"
+
+
+def _spark_submit() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _answers(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _state() -> dict | None:
+    try:
+        state = json.loads(_state_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return state if _alive(int(state.get("pid", 0))) else None
+
+
+def remote_url() -> str | None:
+    """``sc://127.0.0.1:PORT`` of a running server that accepts connections, else ``None``."""
+    if os.environ.get(REMOTE_ENV):
+        return os.environ[REMOTE_ENV]
+    state = _state()
+    if state and _answers(int(state["port"])):
+        return f"sc://127.0.0.1:{state['port']}"
+    return None
+
+
+def start_for_deployment() -> dict | None:
+    """``topic-lineage airflow start``: start the server in the background (queries fall back to
+    ``local[2]`` until it listens); ``$TOPIC_LINEAGE_CONNECT=off`` disables it."""
+    if os.environ.get("TOPIC_LINEAGE_CONNECT", "").lower() in ("off", "0", "false", "no"):
+        return None
+    try:
+        return start(wait_s=0)
+    except SparkServerError as exc:
+        print(f"Spark Connect server not started: {exc}", file=sys.stderr)
+        return None
+
+
+def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = None) -> dict:
+    """Start the server (own process group, log in ``$TOPIC_LINEAGE_HOME/logs``) unless one runs;
+    wait up to ``wait_s`` until it accepts connections. Returns ``{"pid", "port", "log"}``."""
+    running = _state()
+    if running:
+        return running
+    port = port or int(os.environ.get(PORT_ENV, DEFAULT_PORT))
+    if _answers(port):
+        raise SparkServerError(f"port {port} is taken; set ${PORT_ENV} to a free port")
+    logs = t.home() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / "spark-connect.out"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    conf = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+        "spark.sql.shuffle.partitions": os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"),
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    }
+    command = [_spark_submit(), "--class", SERVER_CLASS, "--master",
+               os.environ.get("TOPIC_LINEAGE_SPARK_MASTER", "local[*]"), "--name",
+               "topic-lineage-connect", "--driver-memory",
+               memory or os.environ.get("TOPIC_LINEAGE_DRIVER_MEMORY", "2g")]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    state = {"pid": proc.pid, "port": port, "log": str(log_path)}
+    _state_path().write_text(json.dumps(state))
+    deadline = time.monotonic() + wait_s
+    while wait_s > 0:
+        if _answers(port):
+            return state
+        if proc.poll() is not None:
+            _state_path().unlink(missing_ok=True)
+            raise SparkServerError(f"the Spark Connect server exited at start; see {log_path}")
+        if time.monotonic() > deadline:
+            stop()
+            raise SparkServerError(f"the Spark Connect server did not listen on {port} in "
+                                   f"{wait_s:g}s; see {log_path}")
+        time.sleep(1)
+    return state
+
+
+def stop(timeout_s: float = 30) -> bool:
+    """Stop the server this home started; ``False`` when none was running."""
+    state = _state()
+    _state_path().unlink(missing_ok=True)
+    if not state:
+        return False
+    pid = int(state["pid"])
+    for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return True
+        deadline = time.monotonic() + wait
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        if not _alive(pid):
+            return True
+    return True
+
+
+def connect(url: str):
+    """A Spark Connect session on ``url``."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(url).getOrCreate()
+
+
+def use_published_tables(spark, version: str) -> None:
+    """Make ``topic_lineage.<table>`` name ``version``'s tables in the server's shared catalog:
+    registered once per version (the mark is a property of the last table registered)."""
+    from topic_lineage import warehouse as wh
+
+    marked = f"{t.DATABASE}.{t.TABLES[-1]}"
+    try:
+        rows = spark.sql(f"SHOW TBLPROPERTIES {marked} ('{VERSION_PROPERTY}')").collect()
+        current = rows[0][1] if rows else None
+    except Exception:  # noqa: BLE001 - not registered yet (the error class varies)
+        current = None
+    if current == version:
+        spark.sql(f"USE {t.DATABASE}")
+        return
+    wh.register_tables(spark, version)
+    spark.sql(f"ALTER TABLE {marked} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{version}')")
