@@ -495,9 +495,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    port = args.port if args.port == 0 else _free_port(args.port)
-    if port != args.port:
-        print(f"port {args.port} is busy; using {port}")
+    if _running_pids():  # its api-server holds the port: keep it
+        port = load_state()["port"]
+    else:
+        port = _free_port(args.port)
+        if args.port and port != args.port:
+            print(f"port {args.port} is busy; using {port}")
     kafka_extra = None
     if args.kafka_config:
         from topic_lineage.kafka_config import load_config
