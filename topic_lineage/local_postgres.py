@@ -53,13 +53,21 @@ def _run_as() -> str | None:
     return ROOT_RUN_AS
 
 
-def _make_reachable(data_dir: Path, user: str) -> None:
-    """As root: hand the data directory to ``user`` and let it traverse the directories above."""
+def _give_to(data_dir: Path, user: str) -> None:
+    """As root: hand the (new) data directory to ``user``."""
     import pwd
 
     entry = pwd.getpwnam(user)
     data_dir.mkdir(parents=True, exist_ok=True)
     os.chown(data_dir, entry.pw_uid, entry.pw_gid)
+
+
+def _make_traversable(data_dir: Path) -> None:
+    """As root: let the server's user pass through the directories above its data directory.
+
+    Checked before every command: other programs may tighten them meanwhile (pytest resets
+    /tmp/pytest-of-<user> to 0700 at every session start).
+    """
     for parent in data_dir.parents:
         mode = parent.stat().st_mode
         if not mode & 0o001:
@@ -70,6 +78,8 @@ def _pg(args: list[str], *, data_dir: Path, input_text: str | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
     user = _run_as()
     as_user = {"user": user, "group": user, "extra_groups": []} if user else {}
+    if user:
+        _make_traversable(data_dir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     return subprocess.run(
         args, input=input_text, capture_output=True, text=True, timeout=timeout, check=False,
@@ -87,7 +97,7 @@ def init(data_dir: Path, password: str) -> None:
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     user = _run_as()
     if user:
-        _make_reachable(data_dir, user)
+        _give_to(data_dir, user)
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tl-initdb-") as tmp:
