@@ -1,7 +1,7 @@
 """The topic lineage page in a real Airflow api-server, driven by headless Chromium.
 
-Starts ``airflow api-server`` (temporary AIRFLOW_HOME, SQLite migrated with ``airflow db
-migrate``, the repo's ``plugins/`` folder, SimpleAuthManager with a real user and password),
+Starts the local Airflow with the helper users run (``topic-lineage airflow setup/start``:
+PostgreSQL, the repo's ``plugins/`` folder, SimpleAuthManager with the generated admin password),
 signs in through Airflow's own login form in Debian's Chromium (DevTools protocol over a
 WebSocket), searches a re-created topic and checks both incarnations are drawn. Screenshots go
 to ``test-output/``. Every process is started in its own process group and killed at the end.
@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -33,8 +32,6 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "test-output"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-AIRFLOW = Path(sys.executable).with_name("airflow")
-USER, PASSWORD = "alice", "correct-horse-battery-staple"
 
 
 def free_port() -> int:
@@ -161,51 +158,33 @@ def record_passing_gate(version: str) -> None:
 
 @pytest.fixture(scope="module")
 def airflow_server(tmp_path_factory):
-    """A real Airflow api-server with the plugin, a migrated SQLite DB and one real user."""
+    """The local Airflow as users start it (``topic-lineage airflow setup/start``: PostgreSQL,
+    the repository's plugins, a login with a generated admin password) on a published version."""
+    from topic_lineage.commands import airflow_cmds as ac
+
     root = tmp_path_factory.mktemp("airflow-ui")
-    airflow_home, tl_home, dags = root / "airflow", root / "tl-home", root / "dags"
-    for directory in (airflow_home, tl_home, dags):
-        directory.mkdir()
-    passwords = airflow_home / "passwords.json"
-    passwords.write_text(json.dumps({USER: PASSWORD}))
-    port = free_port()
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
-        "AIRFLOW__CORE__AUTH_MANAGER":
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:viewer",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "AIRFLOW__API_AUTH__JWT_SECRET": "browser-test-jwt-secret-0123456789abcdef",
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__API__EXPOSE_CONFIG": "False",
-        "TOPIC_LINEAGE_HOME": str(tl_home),
-    }
-    os.environ["TOPIC_LINEAGE_HOME"] = str(tl_home)  # publish() and record() below write there
+    tl_home = root / "tl-home"
+    saved = os.environ.get("TOPIC_LINEAGE_HOME")
+    os.environ["TOPIC_LINEAGE_HOME"] = str(tl_home)  # publish(), record() and the helper
     try:
         rows, runs = scenario()
         publish("v0001", rows, runs)
         record_passing_gate("v0001")
+        state = ac.setup(
+            bootstrap_servers="127.0.0.1:9", clusters=None, spark_master="local[1]",
+            port=free_port(), snapshot_schedule=None, build_schedule=None, archive_dir=None,
+        )
+        try:
+            ac.start(state, wait_s=300)
+            yield {"base": f"http://127.0.0.1:{state['port']}", "user": ac.ADMIN_USER,
+                   "password": ac.admin_password(), "log": ac.airflow_home() / "logs"}
+        finally:
+            ac.stop()
     finally:
-        os.environ.pop("TOPIC_LINEAGE_HOME", None)
-    migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], check=False, env=env,
-                             capture_output=True, text=True, timeout=400)
-    assert migrate.returncode == 0, migrate.stdout[-2000:] + migrate.stderr[-2000:]
-    log = root / "api-server.log"
-    args = [str(AIRFLOW), "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    with process_group(args, env, log) as proc:
-        base = f"http://127.0.0.1:{port}"
-
-        def up():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            return http_status(base + "/api/v2/monitor/health") == 200
-
-        wait_for(up, 240, "the Airflow api-server", interval=1)
-        yield {"base": base, "log": log}
+        if saved is None:
+            os.environ.pop("TOPIC_LINEAGE_HOME", None)
+        else:
+            os.environ["TOPIC_LINEAGE_HOME"] = saved
 
 
 @pytest.fixture
@@ -235,12 +214,13 @@ def test_unauthenticated_requests_are_refused(airflow_server):
                        {"Authorization": "Bearer forged.token.value"}) == 403
 
 
-def login(browser: Browser, base: str) -> None:
+def login(browser: Browser, server: dict) -> None:
+    base = server["base"]
     browser.goto(f"{base}/auth/login?next=/topic-lineage/")
     wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 60,
              "Airflow's login form")
-    browser.type_into("input[name=username]", USER)
-    browser.type_into("input[name=password]", PASSWORD)
+    browser.type_into("input[name=username]", server["user"])
+    browser.type_into("input[name=password]", server["password"])
     wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
              "the sign-in button to be enabled")
     browser.js("document.querySelector('button[type=submit]').click()")
@@ -252,7 +232,7 @@ def test_recreated_topic_timeline_in_airflow(airflow_server, browser):
     """Sign in, search `orders`: both prod-eu incarnations (deleted and live) are drawn."""
     base = airflow_server["base"]
     OUTPUT.mkdir(exist_ok=True)
-    login(browser, base)
+    login(browser, airflow_server)
     browser.goto(f"{base}/topic-lineage/")
     wait_for(lambda: "Published version v0001" in browser.js("document.getElementById('status').textContent"),
              60, "the published-version line")
@@ -299,7 +279,7 @@ def test_recreated_topic_timeline_in_airflow(airflow_server, browser):
 def test_topic_lineage_is_in_the_airflow_navigation(airflow_server, browser):
     base = airflow_server["base"]
     OUTPUT.mkdir(exist_ok=True)
-    login(browser, base)
+    login(browser, airflow_server)
     browser.goto(f"{base}/plugin/topic-lineage")
     wait_for(lambda: browser.js("document.body.innerText.includes('Topic lineage')"), 60,
              "the Topic lineage entry in the Airflow UI")
