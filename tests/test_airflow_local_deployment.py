@@ -306,6 +306,22 @@ def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment
     assert home.is_dir()
 
 
+def test_setup_again_while_running_keeps_secrets_and_login(deployment, api):
+    """`setup` is idempotent: run again (as a user would, with Airflow up), it keeps the
+    password, the keys and the database, and Airflow goes on answering the same token."""
+    home = deployment["home"]
+    state_before = (home / "airflow" / "topic-lineage-airflow.json").read_text()
+    runs_before = len(dag_runs(api, SNAPSHOT_DAG))
+    client_config = home.parent / "client.properties"
+    cli(deployment["env"], "airflow", "setup", "--bootstrap-servers",
+        deployment["broker"].bootstrap_servers, "--kafka-config", str(client_config))
+    assert json.loads((home / "airflow" / "passwords.json").read_text()) == {
+        "admin": deployment["password"]}
+    assert (home / "airflow" / "topic-lineage-airflow.json").read_text() == state_before
+    assert len(dag_runs(api, SNAPSHOT_DAG)) == runs_before  # same token, same database
+    assert scheduler_healthy(api)
+
+
 def files_containing(root: Path, needle: bytes) -> list[str]:
     found = []
     for path in root.rglob("*"):

@@ -170,9 +170,11 @@ def airflow_server(tmp_path_factory):
         rows, runs = scenario()
         publish("v0001", rows, runs)
         record_passing_gate("v0001")
+        # Yearly schedules: no run before 2027, so nothing replaces the published v0001.
         state = ac.setup(
             bootstrap_servers="127.0.0.1:9", clusters=None, spark_master="local[1]",
-            port=free_port(), snapshot_schedule=None, build_schedule=None, archive_dir=None,
+            port=free_port(), snapshot_schedule="0 0 1 1 *", build_schedule="0 0 1 1 *",
+            archive_dir=None,
         )
         try:
             ac.start(state, wait_s=300)
