@@ -86,10 +86,19 @@ def request(url: str, method: str = "GET", body: dict | None = None,
         return exc.code, exc.read().decode(errors="replace")
 
 
+def private_root(prefix: str):
+    """A temporary directory outside pytest's base temp. As root, PostgreSQL runs as another
+    user that must traverse the directories above its data; every pytest session resets
+    /tmp/pytest-of-root to 0700, and a concurrent one would take the server's data away."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory, broker_session):
+def deployment(broker_session):
     """`topic-lineage airflow setup` + `start --detach`, as the README says; stopped at the end."""
-    root = tmp_path_factory.mktemp("airflow-local")
+    root = private_root("tl-airflow-local-")
     home = root / "tl-home"
     client_config = root / "client.properties"  # the user's own file, outside the home
     client_config.write_text(
@@ -121,6 +130,7 @@ def deployment(tmp_path_factory, broker_session):
             os.environ.pop("TOPIC_LINEAGE_HOME", None)
         else:
             os.environ["TOPIC_LINEAGE_HOME"] = saved
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -267,16 +277,18 @@ def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment
     assert 2 <= snapshot_runs <= 3 and 2 <= build_runs <= 3, (snapshot_runs, build_runs)
     assert snapshot_backfill["max_active_runs"] == build_backfill["max_active_runs"] == 5
 
-    def backfill_done(backfill: dict, expected: int):
-        runs = [r for r in dag_runs(api, backfill["dag_id"]) if r["run_type"] == "backfill"]
-        assert scheduler_healthy(api), "the scheduler stopped heartbeating during the backfill"
-        done = [r for r in runs if r["state"] in ("success", "failed")]
-        return runs if len(runs) == expected and len(done) == expected else None
+    def backfill_done(backfill: dict, expected: int, timeout_s: float) -> list[dict]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert scheduler_healthy(api), "the scheduler or database went down during the backfill"
+            runs = [r for r in dag_runs(api, backfill["dag_id"]) if r["run_type"] == "backfill"]
+            if len(runs) == expected and all(r["state"] in ("success", "failed") for r in runs):
+                return runs
+            time.sleep(10)
+        raise AssertionError(f"backfill of {backfill['dag_id']} not done after {timeout_s}s")
 
-    snapshot_done = wait_for(lambda: backfill_done(snapshot_backfill, snapshot_runs), 600,
-                             "the snapshot backfill", interval=10)
-    build_done = wait_for(lambda: backfill_done(build_backfill, build_runs), 1500,
-                          "the topic_incarnations backfill", interval=15)
+    snapshot_done = backfill_done(snapshot_backfill, snapshot_runs, 600)
+    build_done = backfill_done(build_backfill, build_runs, 1500)
     print(f"snapshots + both backfills: {time.monotonic() - started:.0f}s")
     assert {r["state"] for r in snapshot_done + build_done} == {"success"}, snapshot_done + build_done
     for run in snapshot_done:  # a backfill does not record today's metadata as the past's

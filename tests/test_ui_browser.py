@@ -160,9 +160,13 @@ def record_passing_gate(version: str) -> None:
 def airflow_server(tmp_path_factory):
     """The local Airflow as users start it (``topic-lineage airflow setup/start``: PostgreSQL,
     the repository's plugins, a login with a generated admin password) on a published version."""
+    import tempfile
+
     from topic_lineage.commands import airflow_cmds as ac
 
-    root = tmp_path_factory.mktemp("airflow-ui")
+    # Outside pytest's base temp, which every pytest session resets to 0700: as root, the
+    # helper's PostgreSQL runs as another user that must reach its data directory.
+    root = Path(tempfile.mkdtemp(prefix="tl-airflow-ui-"))
     tl_home = root / "tl-home"
     saved = os.environ.get("TOPIC_LINEAGE_HOME")
     os.environ["TOPIC_LINEAGE_HOME"] = str(tl_home)  # publish(), record() and the helper
@@ -182,6 +186,7 @@ def airflow_server(tmp_path_factory):
                    "password": ac.admin_password(), "log": ac.airflow_home() / "logs"}
         finally:
             ac.stop()
+            shutil.rmtree(root, ignore_errors=True)
     finally:
         if saved is None:
             os.environ.pop("TOPIC_LINEAGE_HOME", None)
