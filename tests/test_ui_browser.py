@@ -34,7 +34,6 @@ REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "test-output"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 AIRFLOW = Path(sys.executable).with_name("airflow")
-USER, PASSWORD = "alice", "correct-horse-battery-staple"
 
 
 def free_port() -> int:
@@ -167,57 +166,48 @@ def record_gate_runs(version: str, failed_newer: str) -> None:
 
 @pytest.fixture(scope="module")
 def airflow_server(tmp_path_factory):
-    """A real Airflow api-server with the plugin, a migrated SQLite DB and one real user."""
-    root = tmp_path_factory.mktemp("airflow-ui")
-    airflow_home, tl_home, dags = root / "airflow", root / "tl-home", root / "dags"
-    for directory in (airflow_home, tl_home, dags):
-        directory.mkdir()
-    passwords = airflow_home / "passwords.json"
-    passwords.write_text(json.dumps({USER: PASSWORD}))
-    port = free_port()
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
-        "AIRFLOW__CORE__AUTH_MANAGER":
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:viewer",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "AIRFLOW__API_AUTH__JWT_SECRET": "browser-test-jwt-secret-0123456789abcdef",
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__API__EXPOSE_CONFIG": "False",
-        "TOPIC_LINEAGE_HOME": str(tl_home),
-    }
-    os.environ["TOPIC_LINEAGE_HOME"] = str(tl_home)  # publish() and record() below write there
+    """The local Airflow as users start it (``topic-lineage airflow setup/start``: PostgreSQL,
+    the repository's plugins, a login with a generated admin password) on a published version."""
+    import tempfile
+
+    from topic_lineage.commands import airflow_cmds as ac
+
+    # Outside pytest's base temp, which every pytest session resets to 0700: as root, the
+    # helper's PostgreSQL runs as another user that must reach its data directory.
+    root = Path(tempfile.mkdtemp(prefix="tl-airflow-ui-"))
+    tl_home = root / "tl-home"
+    saved = os.environ.get("TOPIC_LINEAGE_HOME")
+    os.environ["TOPIC_LINEAGE_HOME"] = str(tl_home)  # publish(), record() and the helper
     try:
         rows, runs = scenario()
         publish("v0001", rows, runs)
         record_gate_runs("v0001", failed_newer="v0002")
+        # Yearly schedules: no run before 2027, so nothing replaces the published v0001.
+        state = ac.setup(
+            bootstrap_servers="127.0.0.1:9", clusters=None, spark_master="local[1]",
+            port=free_port(), snapshot_schedule="0 0 1 1 *", build_schedule="0 0 1 1 *",
+            archive_dir=None,
+        )
+        try:
+            ac.start(state, wait_s=300)
+            yield {"base": f"http://127.0.0.1:{state['port']}", "user": ac.ADMIN_USER,
+                   "password": ac.admin_password(), "log": ac.airflow_home() / "logs",
+                   "tl_home": tl_home}
+        finally:
+            ac.stop()
+            shutil.rmtree(root, ignore_errors=True)
     finally:
-        os.environ.pop("TOPIC_LINEAGE_HOME", None)
-    migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], check=False, env=env,
-                             capture_output=True, text=True, timeout=400)
-    assert migrate.returncode == 0, migrate.stdout[-2000:] + migrate.stderr[-2000:]
-    log = root / "api-server.log"
-    args = [str(AIRFLOW), "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    with process_group(args, env, log) as proc:
-        base = f"http://127.0.0.1:{port}"
-
-        def up():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            return http_status(base + "/api/v2/monitor/health") == 200
-
-        wait_for(up, 240, "the Airflow api-server", interval=1)
-        yield {"base": base, "log": log, "tl_home": tl_home}
+        if saved is None:
+            os.environ.pop("TOPIC_LINEAGE_HOME", None)
+        else:
+            os.environ["TOPIC_LINEAGE_HOME"] = saved
 
 
-def api_token(base: str) -> str:
-    """A JWT from Airflow's own token endpoint (SimpleAuthManager user and password)."""
+def api_token(server: dict) -> str:
+    """A JWT from Airflow's own token endpoint (the generated admin password)."""
     request = urllib.request.Request(
-        base + "/auth/token", data=json.dumps({"username": USER, "password": PASSWORD}).encode(),
+        server["base"] + "/auth/token",
+        data=json.dumps({"username": server["user"], "password": server["password"]}).encode(),
         headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(request, timeout=20) as response:
         return json.load(response)["access_token"]
@@ -226,7 +216,7 @@ def api_token(base: str) -> str:
 def test_data_docs_paths_in_the_api_server_are_4xx_never_500(airflow_server):
     """Through Airflow's own server (uvicorn): NUL bytes, 5,000-character paths, traversal."""
     base = airflow_server["base"]
-    auth = {"Authorization": "Bearer " + api_token(base)}
+    auth = {"Authorization": "Bearer " + api_token(airflow_server)}
     docs = base + "/topic-lineage/data-docs/"
     assert http_status(docs + "index.html", auth) == 200
     assert http_status(docs + "%00", auth) == 400
@@ -263,12 +253,13 @@ def test_unauthenticated_requests_are_refused(airflow_server):
                        {"Authorization": "Bearer forged.token.value"}) == 403
 
 
-def login(browser: Browser, base: str) -> None:
+def login(browser: Browser, server: dict) -> None:
+    base = server["base"]
     browser.goto(f"{base}/auth/login?next=/topic-lineage/")
     wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 60,
              "Airflow's login form")
-    browser.type_into("input[name=username]", USER)
-    browser.type_into("input[name=password]", PASSWORD)
+    browser.type_into("input[name=username]", server["user"])
+    browser.type_into("input[name=password]", server["password"])
     wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
              "the sign-in button to be enabled")
     browser.js("document.querySelector('button[type=submit]').click()")
@@ -280,7 +271,7 @@ def test_recreated_topic_timeline_in_airflow(airflow_server, browser):
     """Sign in, search `orders`: both prod-eu incarnations (deleted and live) are drawn."""
     base = airflow_server["base"]
     OUTPUT.mkdir(exist_ok=True)
-    login(browser, base)
+    login(browser, airflow_server)
     browser.goto(f"{base}/topic-lineage/")
     wait_for(lambda: "Published version v0001" in browser.js("document.getElementById('status').textContent"),
              60, "the published-version line")
@@ -352,7 +343,7 @@ def test_recreated_topic_timeline_in_airflow(airflow_server, browser):
 def test_topic_lineage_is_in_the_airflow_navigation(airflow_server, browser):
     base = airflow_server["base"]
     OUTPUT.mkdir(exist_ok=True)
-    login(browser, base)
+    login(browser, airflow_server)
     browser.goto(f"{base}/plugin/topic-lineage")
     wait_for(lambda: browser.js("document.body.innerText.includes('Topic lineage')"), 60,
              "the Topic lineage entry in the Airflow UI")

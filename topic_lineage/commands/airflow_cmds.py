@@ -1,11 +1,17 @@
 """``topic-lineage airflow ...``: a local Airflow that runs the topic-lineage DAGs.
 
-``setup`` creates an Airflow home under ``$TOPIC_LINEAGE_HOME/airflow`` (SQLite, LocalExecutor,
-the repository's ``dags/``), migrates its database and creates the connections
-(``kafka_default``, ``spark_default``), the cluster Variable and the publish pool.
-``start`` runs the api-server, scheduler and dag-processor and prints how to open the UI and
-trigger a backfill; ``stop`` ends them; ``env`` prints the environment for running ``airflow``
+``setup`` creates an Airflow home under ``$TOPIC_LINEAGE_HOME/airflow`` (a private PostgreSQL
+server, LocalExecutor, the repository's ``dags/`` and ``plugins/``, a login with a generated
+admin password), migrates its database and creates the connections (``kafka_default``,
+``spark_default``), the cluster Variable and the pools. ``start`` runs PostgreSQL, the
+api-server, scheduler and dag-processor and prints how to sign in, open the UI and trigger a
+backfill; ``stop`` ends them all; ``env`` prints the environment for running ``airflow``
 commands against this home (``eval "$(topic-lineage airflow env)"``).
+
+Secrets (the database password, the JWT and Fernet keys, the admin password, the Kafka
+connection's SASL/SSL settings) never go on a command line: Airflow's event log records
+command lines. They are kept in 0600 files under the Airflow home and reach Airflow through
+the environment or standard input.
 """
 
 from __future__ import annotations
@@ -20,19 +26,21 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 from topic_lineage import airflow_tasks as at
+from topic_lineage import local_postgres as pg
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
 STATE_FILE = "topic-lineage-airflow.json"
+PASSWORDS_FILE = "passwords.json"
+SECRETS_DIR = "secrets"
 DEFAULT_PORT = 8080
-
-SQLITE_CONNECT_ARGS = {"timeout": 120}
-"""sqlite3 waits this long for a lock (default 5 s): scheduler, API server, DAG processor and
-CLI commands all write the one SQLite file, and a busy machine holds locks for seconds."""
+ADMIN_USER = "admin"
+SCHEDULER_HEALTH_PORT_OFFSET = 1
 
 
 class AirflowSetupError(TopicLineageError):
@@ -44,14 +52,48 @@ def airflow_home() -> Path:
     return t.home() / "airflow"
 
 
-def dags_folder() -> Path:
-    folder = Path(__file__).resolve().parents[2] / "dags"
-    if not (folder / f"{at.SNAPSHOT_DAG_ID}.py").exists():
+def _checkout_folder(name: str, marker: str) -> Path:
+    folder = Path(__file__).resolve().parents[2] / name
+    if not (folder / marker).exists():
         raise AirflowSetupError(
-            f"no DAG files in {folder}; run topic-lineage from its source checkout "
-            "(pip install -e .) so that dags/ is next to the package"
+            f"no {marker} in {folder}; run topic-lineage from its source checkout "
+            f"(pip install -e .) so that {name}/ is next to the package"
         )
     return folder
+
+
+def dags_folder() -> Path:
+    return _checkout_folder("dags", f"{at.SNAPSHOT_DAG_ID}.py")
+
+
+def plugins_folder() -> Path:
+    """The repository's ``plugins/``: the *Topic lineage* page in the Airflow UI."""
+    return _checkout_folder("plugins", "topic_lineage_plugin.py")
+
+
+def postgres_dir() -> Path:
+    return airflow_home() / "postgres"
+
+
+def passwords_path() -> Path:
+    """The admin's password (JSON ``{"admin": "..."}``, mode 0600), read by Airflow at login."""
+    return airflow_home() / PASSWORDS_FILE
+
+
+def admin_password() -> str | None:
+    path = passwords_path()
+    return json.loads(path.read_text()).get(ADMIN_USER) if path.exists() else None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (created 0600, never wider)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    tmp.replace(path)
 
 
 def _state_path() -> Path:
@@ -70,10 +112,14 @@ def load_state() -> dict:
 def _save_state(state: dict) -> None:
     path = _state_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    os.chmod(tmp, 0o600)  # holds the local JWT secret
-    tmp.replace(path)
+    _write_private(path, json.dumps(state, indent=2))  # holds the deployment's secrets
+    # Files the `airflow` CLI reads through AIRFLOW__..._CMD (see cmd_env), one secret each.
+    _write_private(airflow_home() / SECRETS_DIR / "sql_alchemy_conn", _database_url(state))
+    _write_private(airflow_home() / SECRETS_DIR / "fernet_key", state["fernet_key"])
+
+
+def _database_url(state: dict) -> str:
+    return pg.url(state["postgres_port"], state["postgres_password"])
 
 
 def _free_port(preferred: int) -> int:
@@ -87,6 +133,15 @@ def _free_port(preferred: int) -> int:
     raise AirflowSetupError("no free TCP port on 127.0.0.1")
 
 
+SECRET_OPTIONS = {
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sql_alchemy_conn",
+    "AIRFLOW__CORE__FERNET_KEY": "fernet_key",
+    "AIRFLOW__API__SECRET_KEY": None,
+    "AIRFLOW__API_AUTH__JWT_SECRET": None,
+}
+"""Options holding secrets: `env` prints the file-reading ``_CMD`` form, or nothing."""
+
+
 def airflow_env(state: dict) -> dict[str, str]:
     """The environment every Airflow process of the local deployment runs with."""
     home = airflow_home()
@@ -96,8 +151,10 @@ def airflow_env(state: dict) -> dict[str, str]:
         "AIRFLOW_HOME": str(home),
         "TOPIC_LINEAGE_HOME": str(t.home()),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins_folder()),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{__name__}.SQLITE_CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _database_url(state),
+        "AIRFLOW__CORE__FERNET_KEY": state["fernet_key"],
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": str(state.get("parallelism", 4)),
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
@@ -105,13 +162,12 @@ def airflow_env(state: dict) -> dict[str, str]:
         "AIRFLOW__CORE__AUTH_MANAGER": (
             "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
         ),
-        # A local, single-user deployment: every UI visitor on 127.0.0.1 is admin.
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         "AIRFLOW__API__SECRET_KEY": state["secret_key"],
         "AIRFLOW__API_AUTH__JWT_SECRET": state["jwt_secret"],
+        "AIRFLOW__API__EXPOSE_CONFIG": "False",
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
         "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
@@ -119,6 +175,14 @@ def airflow_env(state: dict) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
     }
+    if state.get("auth", True):
+        # One admin user; its password is generated by `setup` into a 0600 file.
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{ADMIN_USER}:admin"
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords_path())
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] = "False"
+    else:
+        # `setup --no-auth`, for throw-away demos: every local process is an Airflow admin.
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] = "True"
     if state.get("snapshot_schedule"):
         env["AIRFLOW__TOPIC_LINEAGE__SNAPSHOT_SCHEDULE"] = state["snapshot_schedule"]
     if state.get("build_schedule"):
@@ -151,7 +215,7 @@ _CONFIGURE = r"""
 import json, sys
 from airflow.models import Connection, Pool, Variable
 from airflow.utils.session import create_session
-spec = json.loads(sys.argv[1])
+spec = json.loads(sys.stdin.read())
 with create_session() as session:
     for conn in spec["connections"]:
         session.query(Connection).filter(Connection.conn_id == conn["conn_id"]).delete()
@@ -170,12 +234,66 @@ print("configured")
 """
 
 
+def _new_state() -> dict:
+    from cryptography.fernet import Fernet
+
+    return {
+        "jwt_secret": secrets.token_urlsafe(64),  # 64 random bytes (HS512 wants >= 64)
+        "secret_key": secrets.token_urlsafe(32),
+        "fernet_key": Fernet.generate_key().decode(),  # connection extras encrypted in the DB
+        "postgres_password": secrets.token_urlsafe(24),
+        "postgres_port": _free_port(0),
+    }
+
+
+def _start_database(state: dict) -> bool:
+    """Start the deployment's PostgreSQL unless it runs (initialised on first use).
+
+    Returns True when it was started here. A port taken since is replaced by a free one.
+    """
+    data_dir = postgres_dir()
+    if not pg.initialised(data_dir):
+        pg.init(data_dir, state["postgres_password"])
+    started = False
+    if not pg.running(data_dir):
+        if not _port_free(state["postgres_port"]):
+            state["postgres_port"] = _free_port(0)
+            _save_state(state)
+        pg.start(data_dir, state["postgres_port"])
+        started = True
+    pg.ensure_database(state["postgres_port"], state["postgres_password"])
+    return started
+
+
+@contextmanager
+def database(state: dict):
+    """The deployment's PostgreSQL running for the block (stopped after if started here)."""
+    started = _start_database(state)
+    try:
+        yield
+    finally:
+        if started:
+            pg.stop(postgres_dir())
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def setup(
     *, bootstrap_servers: str, clusters: str | None, spark_master: str, port: int,
     snapshot_schedule: str | None, build_schedule: str | None, archive_dir: str | None,
-    kafka_extra: dict | None = None,
+    kafka_extra: dict | None = None, auth: bool = True,
 ) -> dict:
-    """Create or update the local Airflow home; returns its state (port, secrets, schedules)."""
+    """Create or update the local Airflow home; returns its state (ports, secrets, schedules).
+
+    Idempotent: secrets, the database and the admin password are created once and kept.
+    """
     if clusters is not None:
         at.parse_clusters(clusters)  # refuse a bad list before touching anything
     home = airflow_home()
@@ -183,12 +301,23 @@ def setup(
     try:
         state = load_state()
     except AirflowSetupError:
-        state = {"jwt_secret": secrets.token_urlsafe(32), "secret_key": secrets.token_urlsafe(32)}
+        state = _new_state()
     state.update(
-        port=port, snapshot_schedule=snapshot_schedule or state.get("snapshot_schedule"),
+        port=port, auth=auth,
+        snapshot_schedule=snapshot_schedule or state.get("snapshot_schedule"),
         build_schedule=build_schedule or state.get("build_schedule"),
     )
+    if auth and admin_password() is None:
+        _write_private(passwords_path(), json.dumps({ADMIN_USER: secrets.token_urlsafe(18)}))
     _save_state(state)
+    with database(state):
+        _configure(state, bootstrap_servers=bootstrap_servers, clusters=clusters,
+                   spark_master=spark_master, archive_dir=archive_dir, kafka_extra=kafka_extra)
+    return state
+
+
+def _configure(state: dict, *, bootstrap_servers: str, clusters: str | None, spark_master: str,
+               archive_dir: str | None, kafka_extra: dict | None) -> None:
     _airflow(state, "db", "migrate")
     extra = {"bootstrap.servers": bootstrap_servers, **(kafka_extra or {})}
     spec = {
@@ -204,15 +333,17 @@ def setup(
         },
         "variables": {at.CLUSTERS_VARIABLE: clusters, at.ARCHIVE_VARIABLE: archive_dir},
     }
-    binary = sys.executable
+    # The spec holds the connection's secrets: it goes through stdin, never on a command line.
     out = subprocess.run(
-        [binary, "-c", _CONFIGURE, json.dumps(spec)], env=_full_env(state), capture_output=True,
-        check=False,
-        text=True, timeout=300,
+        [sys.executable, "-c", _CONFIGURE], input=json.dumps(spec), env=_full_env(state),
+        capture_output=True, check=False, text=True, timeout=300,
     )
     if out.returncode != 0:
-        raise AirflowSetupError(f"could not configure Airflow: {out.stderr.strip()[-500:]}")
-    return state
+        from topic_lineage.kafka_config import redact_text
+
+        raise AirflowSetupError(
+            f"could not configure Airflow: {redact_text(out.stderr.strip()[-500:], extra)}"
+        )
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -228,6 +359,7 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
         )
     logs = airflow_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    _start_database(state)  # left running for the components; stop() ends it
     env = _full_env(state)
     binary = str(Path(sys.executable).parent / "airflow")
     pids = {}
@@ -279,7 +411,14 @@ def _running_pids() -> dict[str, int]:
 
 
 def stop(timeout_s: float = 30) -> list[str]:
-    """Terminate the components' process groups (then kill what is left)."""
+    """Terminate the components' process groups (then kill what is left), then PostgreSQL."""
+    stopped = _stop_components(timeout_s)
+    if pg.stop(postgres_dir()):
+        stopped.append("postgres")
+    return stopped
+
+
+def _stop_components(timeout_s: float) -> list[str]:
     pids = _running_pids()
     for pid in pids.values():
         try:
@@ -304,9 +443,14 @@ def stop(timeout_s: float = 30) -> list[str]:
 
 def banner(state: dict) -> str:
     port = state["port"]
-    return f"""Airflow is running (home {airflow_home()}).
-  UI:        http://127.0.0.1:{port}   (local deployment: no login)
-  DAGs:      {at.SNAPSHOT_DAG_ID} (every snapshot interval, one task per cluster)
+    if state.get("auth", True):
+        login = (f"  Sign in:   user {ADMIN_USER}, password {admin_password()}\n"
+                 f"             (kept in {passwords_path()}, readable by you only)\n")
+    else:
+        login = "  Sign in:   not needed (set up with --no-auth: every local process is admin)\n"
+    return f"""Airflow is running (home {airflow_home()}, PostgreSQL on 127.0.0.1:{state['postgres_port']}).
+  UI:        http://127.0.0.1:{port}/  -> "Topic lineage" in the navigation
+{login}  DAGs:      {at.SNAPSHOT_DAG_ID} (every snapshot interval, one task per cluster)
              {at.INCARNATIONS_DAG_ID} (on every snapshot, daily, or by hand: build -> validate -> publish)
   Run now:   UI > {at.INCARNATIONS_DAG_ID} > Trigger, or
              eval "$(topic-lineage airflow env)"; airflow dags trigger {at.SNAPSHOT_DAG_ID}
@@ -336,13 +480,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--snapshot-schedule", help="cron of kafka_topic_snapshot (default */15 * * * *)")
     s.add_argument("--build-schedule", help="cron of topic_incarnations (default @daily)")
     s.add_argument("--archive-dir", help="archive of old snapshots ingested by backfill runs")
+    s.add_argument("--kafka-config", metavar="FILE",
+                   help="librdkafka settings of kafka_default (.properties or JSON), e.g. "
+                   "security.protocol, sasl.*, ssl.*; stored encrypted in Airflow's database")
+    s.add_argument("--no-auth", action="store_true",
+                   help="no login: every local process is an Airflow admin (throw-away demos only)")
     s.set_defaults(func=cmd_setup)
 
-    s = cmds.add_parser("start", help="start api-server, scheduler and dag-processor")
+    s = cmds.add_parser("start", help="start PostgreSQL, api-server, scheduler, dag-processor")
     s.add_argument("--detach", action="store_true", help="return once Airflow answers")
     s.set_defaults(func=cmd_start)
 
-    s = cmds.add_parser("stop", help="stop the local Airflow")
+    s = cmds.add_parser("stop", help="stop the local Airflow and its PostgreSQL")
     s.set_defaults(func=cmd_stop)
 
     s = cmds.add_parser("env", help="print 'export' lines for airflow commands on this home")
@@ -350,15 +499,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    port = args.port if args.port == 0 else _free_port(args.port)
-    if port != args.port:
-        print(f"port {args.port} is busy; using {port}")
+    if _running_pids():  # its api-server holds the port: keep it
+        port = load_state()["port"]
+    else:
+        port = _free_port(args.port)
+        if args.port and port != args.port:
+            print(f"port {args.port} is busy; using {port}")
+    kafka_extra = None
+    if args.kafka_config:
+        from topic_lineage.kafka_config import load_config
+
+        kafka_extra = load_config(args.kafka_config)
+        kafka_extra.pop("bootstrap.servers", None)  # --bootstrap-servers names the brokers
     state = setup(
         bootstrap_servers=args.bootstrap_servers, clusters=args.clusters,
         spark_master=args.spark_master, port=port, snapshot_schedule=args.snapshot_schedule,
         build_schedule=args.build_schedule, archive_dir=args.archive_dir,
+        kafka_extra=kafka_extra, auth=not args.no_auth,
     )
-    print(f"Airflow home {airflow_home()} is ready (port {state['port']}); "
+    login = (f"sign in as {ADMIN_USER}, password in {passwords_path()}" if state["auth"]
+             else "no login (--no-auth)")
+    print(f"Airflow home {airflow_home()} is ready (port {state['port']}, PostgreSQL, {login}); "
           "next: topic-lineage airflow start")
     return 0
 
@@ -393,7 +554,11 @@ def cmd_env(args: argparse.Namespace) -> int:
     import shlex
 
     for key, value in sorted(airflow_env(load_state()).items()):
-        if key in ("AIRFLOW__API__SECRET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET"):
-            continue  # the CLI does not need the secrets; keep them out of shell history
+        if key in SECRET_OPTIONS:
+            # No secret in the shell's environment or history: the CLI reads it from its file.
+            if SECRET_OPTIONS[key]:
+                path = airflow_home() / SECRETS_DIR / SECRET_OPTIONS[key]
+                print(f"export {key}_CMD={shlex.quote('cat ' + shlex.quote(str(path)))}")
+            continue
         print(f"export {key}={shlex.quote(value)}")
     return 0

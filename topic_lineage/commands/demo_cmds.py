@@ -171,12 +171,13 @@ def step_airflow(run: DemoRun) -> None:
         port=ac._free_port(ac.DEFAULT_PORT), snapshot_schedule=None, build_schedule=None,
         archive_dir=None,
     )
-    run.say(f"Airflow home {ac.airflow_home()} (SQLite), Kafka connection -> "
+    run.say(f"Airflow home {ac.airflow_home()} (its own PostgreSQL), Kafka connection -> "
             f"{run.broker.bootstrap_servers}")
-    for dag_id in (at.SNAPSHOT_DAG_ID, at.INCARNATIONS_DAG_ID):
-        run.say(f"airflow dags test {dag_id} ...")
-        ac._airflow(state, "dags", "test", dag_id, timeout=1800)
-        run.say(f"  {dag_id}: success")
+    with ac.database(state):
+        for dag_id in (at.SNAPSHOT_DAG_ID, at.INCARNATIONS_DAG_ID):
+            run.say(f"airflow dags test {dag_id} ...")
+            ac._airflow(state, "dags", "test", dag_id, timeout=1800)
+            run.say(f"  {dag_id}: success")
     run.airflow_state = state
     from topic_lineage import warehouse as wh
 

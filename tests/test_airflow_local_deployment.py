@@ -1,0 +1,381 @@
+"""The local Airflow exactly as the README starts it, used the way a new user would.
+
+``topic-lineage airflow setup --bootstrap-servers ... --kafka-config client.properties`` then
+``topic-lineage airflow start --detach``, as subprocesses with nothing pre-configured (the Kafka
+config holds a SASL password, as a real cluster's would). Then, against that deployment:
+
+- nothing answers without a login; the generated admin password is in a 0600 file and works;
+- headless Chromium signs in through Airflow's login form with it, finds *Topic lineage* in the
+  navigation and opens the page (screenshot ``test-output/airflow-local-topic-lineage.png``);
+- two snapshots (with a delete + re-create between them) through the REST API's trigger, then
+  backfills of both DAGs created with the exact request the UI's Backfill dialog sends
+  (``POST /api/v2/backfills``, max active runs 5) at the same time: every run succeeds, the
+  scheduler stays healthy (PostgreSQL, not SQLite), backfilled snapshot runs record nothing,
+  and the published table has both incarnations of the re-created topic;
+- the SASL password appears in no event log, task log, API answer, process command line or
+  file under TOPIC_LINEAGE_HOME; the admin password only in its own file.
+
+``topic-lineage airflow stop`` ends every process, PostgreSQL included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from test_ui_browser import Browser, process_group, wait_for
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(2400)]
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUT = REPO / "test-output"
+CLI = Path(sys.executable).with_name("topic-lineage")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SNAPSHOT_DAG, BUILD_DAG = "kafka_topic_snapshot", "topic_incarnations"
+SASL_PASSWORD = "sasl-Secret-7f3a9c1e-do-not-leak"
+
+
+def cli(env: dict, *args: str, timeout: float = 900) -> str:
+    out = subprocess.run([str(CLI), *args], env=env, capture_output=True, text=True,
+                         timeout=timeout, check=False)
+    assert out.returncode == 0, f"topic-lineage {' '.join(args)}: {out.stdout[-2000:]}{out.stderr[-3000:]}"
+    return out.stdout
+
+
+class Api:
+    """Airflow's REST API as a signed-in user (the token from POST /auth/token)."""
+
+    def __init__(self, base: str, username: str, password: str):
+        self.base = base
+        self.token = self.login(username, password)
+
+    def login(self, username: str, password: str) -> str:
+        status, body = request(self.base + "/auth/token", "POST",
+                               {"username": username, "password": password})
+        assert status == 201, (status, body)
+        return json.loads(body)["access_token"]
+
+    def call(self, path: str, method: str = "GET", body: dict | None = None) -> tuple[int, str]:
+        return request(self.base + path, method, body, {"Authorization": f"Bearer {self.token}"})
+
+    def json(self, path: str, method: str = "GET", body: dict | None = None, expect: int = 200):
+        status, text = self.call(path, method, body)
+        assert status == expect, f"{method} {path}: {status} {text[:2000]}"
+        return json.loads(text)
+
+
+def request(url: str, method: str = "GET", body: dict | None = None,
+            headers: dict | None = None) -> tuple[int, str]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={
+        **({"Content-Type": "application/json"} if data else {}), **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def private_root(prefix: str):
+    """A temporary directory outside pytest's base temp. As root, PostgreSQL runs as another
+    user that must traverse the directories above its data; every pytest session resets
+    /tmp/pytest-of-root to 0700, and a concurrent one would take the server's data away."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+@pytest.fixture(scope="module")
+def deployment(broker_session):
+    """`topic-lineage airflow setup` + `start --detach`, as the README says; stopped at the end."""
+    root = private_root("tl-airflow-local-")
+    home = root / "tl-home"
+    client_config = root / "client.properties"  # the user's own file, outside the home
+    client_config.write_text(
+        "security.protocol=PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=topic-lineage\n"
+        f"sasl.password={SASL_PASSWORD}\n"
+    )
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home)}
+    saved = os.environ.get("TOPIC_LINEAGE_HOME")
+    os.environ["TOPIC_LINEAGE_HOME"] = str(home)  # the test reads the store and warehouse there
+    broker_session.delete_all_topics()
+    started, started_at = time.monotonic(), datetime.now(UTC)
+    setup_out = cli(env, "airflow", "setup", "--bootstrap-servers",
+                    broker_session.bootstrap_servers, "--kafka-config", str(client_config))
+    try:
+        banner = cli(env, "airflow", "start", "--detach")
+        print(f"setup + start: {time.monotonic() - started:.0f}s")
+        base = banner.split("UI:", 1)[1].split()[0].rstrip("/")
+        password = banner.split("password", 1)[1].split()[0]
+        yield {"home": home, "env": env, "base": base, "password": password,
+               "setup_out": setup_out, "banner": banner, "broker": broker_session,
+               "started_at": started_at}
+    finally:
+        stopped = cli(env, "airflow", "stop")
+        assert "postgres" in stopped, stopped
+        from topic_lineage import local_postgres
+
+        assert not local_postgres.running(home / "airflow" / "postgres")
+        if saved is None:
+            os.environ.pop("TOPIC_LINEAGE_HOME", None)
+        else:
+            os.environ["TOPIC_LINEAGE_HOME"] = saved
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def api(deployment):
+    return Api(deployment["base"], "admin", deployment["password"])
+
+
+def test_a_login_is_required_and_the_password_is_private(deployment):
+    base, home = deployment["base"], deployment["home"]
+    passwords = home / "airflow" / "passwords.json"
+    assert stat.S_IMODE(passwords.stat().st_mode) == 0o600
+    assert json.loads(passwords.read_text()) == {"admin": deployment["password"]}
+    assert str(passwords) in deployment["banner"] and str(passwords) in deployment["setup_out"]
+    state = home / "airflow" / "topic-lineage-airflow.json"
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert len(json.loads(state.read_text())["jwt_secret"].encode()) >= 64
+    for path in ("/api/v2/dags", "/api/v2/variables", "/topic-lineage/api/status"):
+        assert request(base + path)[0] == 401, path
+    assert request(base + "/auth/token", "POST",
+                   {"username": "admin", "password": "admin"})[0] == 401
+    # The generated password works, and the page's API answers with its token.
+    api = Api(base, "admin", deployment["password"])
+    assert api.call("/topic-lineage/api/status")[0] == 200
+    assert {d["dag_id"] for d in api.json("/api/v2/dags")["dags"]} == {SNAPSHOT_DAG, BUILD_DAG}
+    plugins = {p["name"] for p in api.json("/api/v2/plugins")["plugins"]}
+    assert "topic_lineage" in plugins
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from topic_lineage.local_broker import free_port
+
+    port = free_port()
+    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--disable-quic", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-extensions", f"--remote-debugging-port={port}",
+            "--remote-debugging-address=127.0.0.1", f"--user-data-dir={tmp_path / 'chromium'}",
+            "about:blank"]
+    with process_group(args, os.environ.copy(), tmp_path / "chromium.log"):
+        def endpoint():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=5) as r:
+                return json.load(r)["webSocketDebuggerUrl"]
+
+        page = Browser(wait_for(endpoint, 60, "Chromium's DevTools endpoint"))
+        try:
+            yield page
+        finally:
+            page.close()
+
+
+NAV_ENTRY = """[...document.querySelectorAll('a, button')].find(e =>
+    (e.innerText || '').trim() === 'Topic lineage' || e.getAttribute('aria-label') === 'Topic lineage'
+    || e.getAttribute('title') === 'Topic lineage')"""
+
+
+def test_sign_in_and_open_topic_lineage_from_the_navigation(deployment, browser):
+    base = deployment["base"]
+    OUTPUT.mkdir(exist_ok=True)
+    browser.goto(base + "/")
+    wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 90,
+             "Airflow's login form")
+    browser.type_into("input[name=username]", "admin")
+    browser.type_into("input[name=password]", deployment["password"])
+    wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
+             "the sign-in button")
+    browser.js("document.querySelector('button[type=submit]').click()")
+    wait_for(lambda: browser.js(f"!!({NAV_ENTRY})"), 120, "'Topic lineage' in the navigation")
+    browser.js(f"({NAV_ENTRY}).click()")
+    wait_for(lambda: browser.js("location.pathname") == "/plugin/topic-lineage", 60,
+             "the Topic lineage route")
+    wait_for(lambda: browser.js(
+        "(() => { const f = document.querySelector('iframe'); return !!(f && f.contentDocument &&"
+        " f.contentDocument.getElementById('search-form')); })()"), 90, "the embedded page")
+    wait_for(lambda: browser.js(
+        "document.querySelector('iframe').contentDocument.getElementById('status').textContent"
+        ".trim().length > 0"), 60, "the page's status line")
+    time.sleep(1)
+    browser.screenshot(OUTPUT / "airflow-local-topic-lineage.png")
+
+
+def dag_runs(api: Api, dag_id: str) -> list[dict]:
+    return api.json(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+
+
+def task_states(api: Api, dag_id: str, run_id: str) -> dict[str, str]:
+    from urllib.parse import quote
+
+    rows = api.json(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances")
+    return {t["task_id"]: t["state"] for t in rows["task_instances"]}
+
+
+def trigger_and_wait(api: Api, dag_id: str, timeout_s: float) -> dict:
+    """The UI's Trigger (no logical date), then wait for the run to end."""
+    run = api.json(f"/api/v2/dags/{dag_id}/dagRuns", "POST", {"logical_date": None, "conf": {}})
+    run_id = run["dag_run_id"]
+
+    def finished():
+        state = next(r for r in dag_runs(api, dag_id) if r["dag_run_id"] == run_id)["state"]
+        return state if state in ("success", "failed") else None
+
+    assert wait_for(finished, timeout_s, f"{dag_id} run {run_id}", interval=5) == "success"
+    return run
+
+
+def ui_backfill(api: Api, dag_id: str, start: datetime, end: datetime) -> tuple[dict, int]:
+    """The Backfill dialog's two requests: the dry run it shows, then the creation."""
+    body = {
+        "dag_id": dag_id, "dag_run_conf": {}, "from_date": start.isoformat().replace("+00:00", "Z"),
+        "to_date": end.isoformat().replace("+00:00", "Z"), "max_active_runs": 5,
+        "reprocess_behavior": "none", "run_backwards": False, "run_on_latest_version": True,
+    }
+    dry = api.json("/api/v2/backfills/dry_run", "POST", body)
+    return api.json("/api/v2/backfills", "POST", body), dry["total_entries"]
+
+
+def scheduler_healthy(api: Api) -> bool:
+    health = json.loads(request(api.base + "/api/v2/monitor/health")[1])
+    return health["metadatabase"]["status"] == "healthy" and health["scheduler"]["status"] == "healthy"
+
+
+def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment, api):
+    from topic_lineage import store, warehouse
+
+    broker, home = deployment["broker"], deployment["home"]
+    started, t0 = time.monotonic(), datetime.now(UTC)
+    broker.create_topics(["orders", "payments"])
+    trigger_and_wait(api, SNAPSHOT_DAG, 300)
+    broker.delete_topics(["orders"])
+    broker.create_topics([("orders", 2)])
+    trigger_and_wait(api, SNAPSHOT_DAG, 300)
+    # (the schedule, every 15 minutes, may add captures of its own)
+    live = [r for r in store.read_runs() if r["source"] == "live" and r["captured_at"] > t0]
+    assert len(live) >= 2 and live[-1]["topic_count"] == 2, live
+
+    # Both backfills at once, each with up to 5 active runs (the dialog's "max active runs").
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    today = now.replace(hour=0, minute=0)
+    snap_start = now.replace(minute=now.minute - now.minute % 15) - timedelta(hours=2)
+    snapshot_backfill, snapshot_runs = ui_backfill(
+        api, SNAPSHOT_DAG, snap_start, snap_start + timedelta(minutes=30))
+    build_backfill, build_runs = ui_backfill(
+        api, BUILD_DAG, today - timedelta(days=3), today - timedelta(days=2))
+    assert 2 <= snapshot_runs <= 3 and 2 <= build_runs <= 3, (snapshot_runs, build_runs)
+    assert snapshot_backfill["max_active_runs"] == build_backfill["max_active_runs"] == 5
+
+    def backfill_done(backfill: dict, expected: int, timeout_s: float) -> list[dict]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert scheduler_healthy(api), "the scheduler or database went down during the backfill"
+            runs = [r for r in dag_runs(api, backfill["dag_id"]) if r["run_type"] == "backfill"]
+            if len(runs) == expected and all(r["state"] in ("success", "failed") for r in runs):
+                return runs
+            time.sleep(10)
+        raise AssertionError(f"backfill of {backfill['dag_id']} not done after {timeout_s}s")
+
+    snapshot_done = backfill_done(snapshot_backfill, snapshot_runs, 600)
+    build_done = backfill_done(build_backfill, build_runs, 1500)
+    print(f"snapshots + both backfills: {time.monotonic() - started:.0f}s")
+    assert {r["state"] for r in snapshot_done + build_done} == {"success"}, snapshot_done + build_done
+    for run in snapshot_done:  # a backfill does not record today's metadata as the past's
+        assert task_states(api, SNAPSHOT_DAG, run["dag_run_id"])["capture"] == "skipped"
+    for run in build_done:
+        states = task_states(api, BUILD_DAG, run["dag_run_id"])
+        assert states["build"] == states["validate"] == "success", states
+        assert states["publish"] in ("success", "skipped"), states
+    # captured_at is always the real capture time: the backfills dated nothing in the past
+    assert all(r["captured_at"] > deployment["started_at"] for r in store.read_runs())
+    assert scheduler_healthy(api)
+    assert api.json(f"/api/v2/backfills/{build_backfill['id']}")["completed_at"] is not None
+
+    # Wait for any asset-triggered build, then check the published table.
+    wait_for(lambda: all(r["state"] in ("success", "failed") for r in dag_runs(api, BUILD_DAG)),
+             900, "every topic_incarnations run to end", interval=15)
+    assert all(r["state"] == "success" for r in dag_runs(api, BUILD_DAG))
+    current = warehouse.current_version()
+    manifest = warehouse.read_manifest(current)
+    assert len(manifest["snapshot_files"]) >= 2
+    import pyarrow.dataset as ds
+
+    rows = ds.dataset(str(warehouse.version_path(current, "topic_incarnations")),
+                      format="parquet").to_table().to_pylist()
+    orders = [r for r in rows if r["topic_name"] == "orders"]
+    assert len({r["topic_id"] for r in orders}) == 2  # deleted and re-created
+    assert home.is_dir()
+
+
+def test_setup_again_while_running_keeps_secrets_and_login(deployment, api):
+    """`setup` is idempotent: run again (as a user would, with Airflow up), it keeps the
+    password, the keys and the database, and Airflow goes on answering the same token."""
+    home = deployment["home"]
+    state_before = (home / "airflow" / "topic-lineage-airflow.json").read_text()
+    runs_before = len(dag_runs(api, SNAPSHOT_DAG))
+    client_config = home.parent / "client.properties"
+    cli(deployment["env"], "airflow", "setup", "--bootstrap-servers",
+        deployment["broker"].bootstrap_servers, "--kafka-config", str(client_config))
+    assert json.loads((home / "airflow" / "passwords.json").read_text()) == {
+        "admin": deployment["password"]}
+    assert (home / "airflow" / "topic-lineage-airflow.json").read_text() == state_before
+    assert len(dag_runs(api, SNAPSHOT_DAG)) == runs_before  # same token, same database
+    assert scheduler_healthy(api)
+
+
+def files_containing(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                if needle in path.read_bytes():
+                    found.append(str(path.relative_to(root)))
+            except OSError:
+                continue
+    return found
+
+
+def test_no_secret_leaks(deployment, api):
+    """After setup and real runs: the SASL password is nowhere it could be read back."""
+    home, secret = deployment["home"], SASL_PASSWORD
+    runs = [r for r in dag_runs(api, SNAPSHOT_DAG) if r["run_type"] == "manual"]
+    assert runs, "no snapshot run to inspect (the backfill test runs first)"
+    # The connection is used, and Airflow answers with the password masked.
+    connection = api.json("/api/v2/connections/kafka_default")
+    extra = json.loads(connection["extra"])
+    assert extra["sasl.username"] == "topic-lineage" and extra["sasl.password"] != secret
+    assert secret not in json.dumps(api.json("/api/v2/connections"))
+    # Airflow's audit log, which records CLI command lines.
+    events = api.json("/api/v2/eventLogs?limit=1000")
+    assert events["total_entries"] > 0
+    assert secret not in json.dumps(events)
+    # Task logs, through the API and on disk.
+    from urllib.parse import quote
+
+    log = api.call(f"/api/v2/dags/{SNAPSHOT_DAG}/dagRuns/{quote(runs[0]['dag_run_id'], safe='')}"
+                   "/taskInstances/capture/logs/1?map_index=0")
+    assert log[0] == 200 and "topic" in log[1].lower() and secret not in log[1]
+    task_logs = list((home / "airflow" / "logs").rglob("*.log"))
+    assert task_logs
+    # Every file under TOPIC_LINEAGE_HOME: data, logs, Airflow's PostgreSQL (extras encrypted).
+    assert files_containing(home, secret.encode()) == []
+    # No process's command line (Airflow records those; `ps` shows them to every user).
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            assert secret.encode() not in cmdline.read_bytes(), cmdline
+        except OSError:
+            continue
+    # The admin password is stored in its one 0600 file only.
+    assert files_containing(home, deployment["password"].encode()) == ["airflow/passwords.json"]
+    assert deployment["password"] not in json.dumps(events)
