@@ -88,9 +88,12 @@ def remote_url() -> str | None:
 
 
 def start_for_deployment() -> dict | None:
-    """``topic-lineage airflow start``: start the server in the background (queries fall back to
-    ``local[2]`` until it listens); ``$TOPIC_LINEAGE_CONNECT=off`` disables it."""
-    if os.environ.get("TOPIC_LINEAGE_CONNECT", "").lower() in ("off", "0", "false", "no"):
+    """``topic-lineage airflow start``: start the server in the background when
+    ``$TOPIC_LINEAGE_CONNECT=on`` (queries fall back to ``local[2]`` until it listens).
+
+    Opt-in: the server has no authentication yet (any local process could run SQL, and so write
+    files, with its rights, which the local deployment's login and read-only queries forbid)."""
+    if os.environ.get("TOPIC_LINEAGE_CONNECT", "").lower() not in ("on", "1", "true", "yes"):
         return None
     try:
         return start(wait_s=0)
