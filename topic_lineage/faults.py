@@ -9,7 +9,9 @@ Set ``TOPIC_LINEAGE_FAULT=<action>@<stage>`` in a build's environment:
 
 Stages: ``write`` (tables half written: snapshot_runs done, topic_incarnations not yet),
 ``validate`` (all written, before the quality gate), ``publish`` (the new pointer is written to a
-temporary file, not yet renamed over ``CURRENT``). Without the variable this does nothing.
+temporary file, not yet renamed over ``CURRENT``), ``read`` (a reader, ``topic-lineage query`` or
+the UI loading a version, has pinned its version and not yet read the files). Without the
+variable this does nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import signal
 import time
 
 FAULT_ENV = "TOPIC_LINEAGE_FAULT"
-STAGES = ("write", "validate", "publish")
+STAGES = ("write", "validate", "publish", "read")
 
 
 def fault_point(stage: str) -> None:
