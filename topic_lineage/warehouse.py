@@ -200,6 +200,9 @@ def record_verdict(
     left alone. The verdict (``gate``: passed, warnings, failures, at) is what :func:`publish`
     checks.
     """
+    if not (version_dir(version) / MANIFEST).exists():
+        log.info("version %s has no manifest: its verdict is not recorded", version)
+        return {}  # tables written by hand (tests, tools): never publishable anyway
     with _flock("publish", blocking=True):
         manifest = read_manifest(version)
         status = manifest.get("status")
