@@ -206,7 +206,7 @@ def test_health_task_runs_after_publish_even_a_skipped_one():
 
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(Path(__file__).resolve().parent.parent / "dags"), include_examples=False)
+    bag = DagBag(dag_folder=str(Path(__file__).resolve().parent.parent / "dags"))
     dag = bag.dags["topic_incarnations"]
     health = dag.get_task("health")
     assert health.upstream_task_ids == {"publish", "plan"}
