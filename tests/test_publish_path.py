@@ -221,3 +221,23 @@ def test_reader_lock_is_released_when_the_read_fails(tl_home):
         raise RuntimeError("reader crashed")
     publish_passed(version("v2", NEW_ID))
     assert wh.apply_retention(1) == ["v1"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "refused"),
+    [("SELECT * FROM topic_incarnations", False), ("WITH x AS (SELECT 1) SELECT * FROM x", False),
+     ("SELECT 'INSERT' AS word", False), ("DESCRIBE topic_incarnations", False),
+     ("INSERT INTO topic_incarnations SELECT 1", True), ("WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", True),
+     ("DROP TABLE topic_incarnations", True), ("CREATE TABLE c AS SELECT 1", True),
+     ("FROM t INSERT INTO u SELECT *", True)],
+)
+def test_read_only_check_without_a_jvm_parser(sql, refused):
+    """Spark Connect sessions have no JVM parser: the word check still refuses every write."""
+    class ConnectSession:
+        pass
+
+    if refused:
+        with pytest.raises(wh.QueryRefused, match="queries are read-only"):
+            wh.check_read_only(ConnectSession(), sql)
+    else:
+        wh.check_read_only(ConnectSession(), sql)

@@ -496,6 +496,9 @@ def check_read_only(spark, sql: str) -> None:
     raise :class:`QueryRefused`. A statement that does not parse is left to ``spark.sql`` to
     report.
     """
+    if getattr(spark, "_jsparkSession", None) is None:  # Spark Connect: no JVM parser at hand
+        _check_read_only_words(sql)
+        return
     jvm = spark._jvm
     try:
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
@@ -517,6 +520,22 @@ def check_read_only(spark, sql: str) -> None:
             )
         children = node.children()
         pending.extend(children.apply(i) for i in range(children.size()))
+
+
+_READING_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN"})
+
+
+def _check_read_only_words(sql: str) -> None:
+    """The conservative check where no parser is reachable: a reading first keyword, and no
+    INSERT anywhere (``WITH ... INSERT``)."""
+    import re
+
+    words = re.findall(r"[A-Za-z_]+", re.sub(r"'[^']*'|`[^`]*`", " ", sql).upper())
+    if not words or words[0] not in _READING_WORDS or "INSERT" in words:
+        raise QueryRefused(
+            f"query refused: {' '.join(sql.split()[:2]).upper()} is not a read; queries are "
+            "read-only (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN) and the published tables never change"
+        )
 
 
 def _view_select(version: str, table: str) -> str:
