@@ -11,10 +11,15 @@ publishes it: write, audit, publish, as three visible tasks.
 * **build** runs `spark_jobs/build.py` with `spark-submit` through the `spark_default`
   connection (master `local[*]` unless the connection says otherwise) and only writes. Builds
   run one at a time (pool `topic_lineage_build`, one slot).
-* **validate** runs the quality gate; a failure leaves the previous version published.
+* **validate** runs the quality gate; a failure of a critical expectation (the rows are wrong)
+  fails it and leaves the previous version published. Warnings (the newest live capture is
+  stale, too many describe errors) never block: validate and publish succeed.
 * **publish** runs in the pool `topic_lineage_publish` (one slot), so scheduled runs, manual
   runs and backfills never publish at the same time. A version is not published over one built
-  from strictly more snapshots.
+  from more or the same snapshots (the task is then skipped).
+* **health** fails (no retries) when the gate warned about this run's version, so a run whose
+  tables were published but whose captures are unhealthy is red; it runs after publish, even a
+  skipped one.
 * **Backfills** (UI: *Trigger* → *Backfill*, or `airflow backfill create --dag-id
   topic_incarnations ...`), in either direction and with any `max_active_runs`, leave the same
   published tables as one normal run: the tables are a pure function of the stored snapshots (R5).
@@ -81,9 +86,17 @@ def topic_incarnations():
         """Atomically make the validated version the published one."""
         return at.publish_version(version_id)
 
+    @task(retries=0, trigger_rule="none_failed", execution_timeout=timedelta(minutes=5))
+    def health(version_id: str) -> dict:
+        """Fails when the quality gate warned (stale captures, describe errors); never blocks
+        publishing."""
+        return at.check_health(version_id)
+
     checked = validate(version)
     build >> checked
-    checked >> publish(version)
+    published = publish(version)
+    checked >> published
+    published >> health(version)
 
 
 topic_incarnations()

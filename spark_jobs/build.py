@@ -3,6 +3,11 @@
 Runs as a function (:func:`build_version`) or as a Spark application::
 
     spark-submit spark_jobs/build.py --version-id V [--full-refresh] [--hold-ratio R] [--hold-min N]
+                                     [--publish]
+
+Without ``--publish`` it only writes (the Airflow ``build`` task); ``--publish`` runs the quality
+gate and publishes through :func:`topic_lineage.pipeline.audit_and_publish`, like
+``topic-lineage build``.
 
 Incremental by default, against the published version (the *base*):
 
@@ -153,11 +158,12 @@ def build_version(
 ) -> VersionInfo:
     """Build a new, unpublished version of the tables; return what was built.
 
-    ``base_version`` defaults to the published version. Holds the build lock throughout.
+    ``base_version`` defaults to the published version. Holds the build lock throughout, and
+    pins the base as a reader (retention cannot remove it while it is read).
     """
-    with wh.build_lock():
+    with wh.build_lock(), wh.reading(base_version) as base:
         return _build(spark, version_id or wh.new_version_id(), full_refresh, policy or hold_policy(),
-                      base_version or wh.current_version())
+                      base)
 
 
 def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base: str | None) -> VersionInfo:
@@ -284,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-version", help="incremental base (default: the published version)")
     parser.add_argument("--hold-ratio", type=float, help=f"R3 ratio (default ${HOLD_RATIO_ENV} or 0.5)")
     parser.add_argument("--hold-min", type=int, help=f"R3 minimum (default ${HOLD_MIN_ENV} or 5)")
-    parser.add_argument("--publish", action="store_true", help="publish after building (no validation)")
+    parser.add_argument("--publish", action="store_true",
+                        help="validate with the quality gate, then publish (never without the gate)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from topic_lineage.spark import get_spark
@@ -298,8 +305,12 @@ def main(argv: list[str] | None = None) -> int:
             policy=hold_policy(args.hold_ratio, args.hold_min), base_version=args.base_version,
         )
         print(info)
-        if args.publish:
-            wh.publish(info.version)
+        if args.publish:  # the same gate + publish as 'topic-lineage build'
+            from topic_lineage.pipeline import audit_and_publish
+
+            gate, outcome = audit_and_publish(spark, info.version)
+            print(gate.report())
+            print(outcome)
     except TopicLineageError as exc:
         print(f"build: error: {exc}", file=sys.stderr)
         return exc.exit_code

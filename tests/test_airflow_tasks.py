@@ -3,8 +3,10 @@
 * which clusters to snapshot (one documented Variable, strict parsing);
 * whether a snapshot run may record *now*'s metadata for its interval (backfill / late runs
   must not), decided from the run type and the data interval, never the run_id;
-* whether a validated version may replace the published one (never one built from strictly
-  fewer snapshots), which keeps backfills order-independent (R5).
+* whether a validated version may replace the published one (never one built from fewer or the
+  same snapshots), which keeps backfills order-independent (R5): topic_lineage.warehouse
+  decides (tests/test_publish_path.py); the publish task only maps "kept" to a skip;
+* the health task: fails when the gate warned, passes otherwise.
 """
 
 from __future__ import annotations
@@ -123,30 +125,6 @@ def test_late_after_defaults_to_one_interval_but_at_least_five_minutes():
 A, B, C = "cluster=x/date=2026-11-01/a", "cluster=x/date=2026-11-01/b", "cluster=x/date=2026-11-01/c"
 
 
-def test_first_version_is_published():
-    assert at.decide_publish("v1", {A}, None, None).publish
-
-
-def test_version_over_more_snapshots_replaces_the_published_one():
-    assert at.decide_publish("v2", {A, B}, "v1", {A}).publish
-
-
-def test_version_over_fewer_snapshots_never_replaces_a_newer_build():
-    """A slow backfill run finishing last must not roll the published tables back."""
-    decision = at.decide_publish("v1", {A}, "v2", {A, B})
-    assert not decision.publish and "superset" in decision.reason
-
-
-def test_version_over_the_same_snapshots_keeps_the_published_one():
-    decision = at.decide_publish("v3", {A, B}, "v2", {A, B})
-    assert not decision.publish and "identical" in decision.reason
-
-
-def test_incomparable_inputs_publish_the_candidate():
-    """After a quarantine the sets are not nested: the newer build (the candidate) wins."""
-    assert at.decide_publish("v3", {A, C}, "v2", {A, B}).publish
-
-
 def test_plan_version_names_sort_by_time_and_say_the_run_type(tl_home):
     first = at.plan_version("manual__2026-11-01T00:00:00+00:00", "manual")
     second = at.plan_version("backfill__2026-11-01T00:00:00+00:00", "backfill")
@@ -169,5 +147,69 @@ def test_retried_build_removes_only_an_unfinished_version(tl_home):
     wh.write_manifest("v2", {"version": "v2", "status": wh.BUILT, "snapshot_files": {A: 1}})
     assert at.prepare_build("v2") is False
     assert wh.version_dir("v2").exists()
-    assert at.version_inputs("v2") == {A}
-    assert at.version_inputs(None) is None and at.version_inputs("missing") is None
+    assert wh.version_inputs("v2") == {A}
+    assert wh.version_inputs(None) is None and wh.version_inputs("missing") is None
+
+
+# --- publish and health ----------------------------------------------------------------------
+def _validated(version: str, files: dict, warnings: list[str] = ()) -> None:
+    from gate_support import pass_gate, write_version
+    from published_tables import at as day
+    from published_tables import incarnation
+
+    write_version(version, incarnation("k", "MkU3OEVBNTcwNTJENDM2Qg",
+                                       [{"name": "orders", "at": day(1), "topic_id": "b8tRS7h4TJ2Vt43Dp85v2A"}]),
+                  snapshot_files=files)
+    pass_gate(version, warnings=list(warnings))
+
+
+def test_publish_task_skips_when_a_newer_build_is_published(tl_home):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from topic_lineage import warehouse as wh
+
+    _validated("newer", {A: 1, B: 1})
+    _validated("older", {A: 1})
+    assert at.publish_version("newer") == {"version": "newer", "previous": None}
+    with pytest.raises(AirflowSkipException, match="superset"):
+        at.publish_version("older")
+    assert wh.current_version() == "newer"
+
+
+def test_publish_task_refuses_an_unvalidated_version(tl_home):
+    from gate_support import write_version
+    from published_tables import at as day
+    from published_tables import incarnation
+
+    from topic_lineage import warehouse as wh
+
+    write_version("raw", incarnation("k", "c", [{"name": "o", "at": day(1), "topic_id": "b8tRS7h4TJ2Vt43Dp85v2A"}]))
+    with pytest.raises(wh.PublishRefused, match="has not passed it"):
+        at.publish_version("raw")
+    assert wh.current_version() is None
+
+
+def test_health_task_fails_on_warnings_only(tl_home):
+    """The gate passed both versions; only the one with a warning makes the run unhealthy."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _validated("healthy", {A: 1})
+    _validated("stale", {A: 1, B: 1}, ["snapshot_runs: newest complete snapshot of each cluster is fresh"])
+    assert at.check_health("healthy") == {"version": "healthy", "warnings": []}
+    with pytest.raises(AirflowFailException, match="1 warning.*newest complete snapshot"):
+        at.check_health("stale")
+
+
+def test_health_task_runs_after_publish_even_a_skipped_one():
+    """DAG shape: health follows publish with trigger rule none_failed and no retries."""
+    from pathlib import Path
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(Path(__file__).resolve().parent.parent / "dags"))
+    dag = bag.dags["topic_incarnations"]
+    health = dag.get_task("health")
+    assert health.upstream_task_ids == {"publish", "plan"}
+    assert health.trigger_rule == "none_failed" and health.retries == 0
+    assert dag.get_task("validate").downstream_task_ids == {"publish"}
+

@@ -114,7 +114,9 @@ def cli(home: Path, *args, env: dict | None = None, timeout=900, wait=True):
 
 
 def build_cli(home: Path, *extra, **kwargs):
-    return cli(home, "build", "--no-validate", "--master", "local[2]", *extra, **kwargs)
+    """Build only (the gate is not the subject of these faults; an unvalidated version is never
+    published)."""
+    return cli(home, "build", "--no-validate", "--no-publish", "--master", "local[2]", *extra, **kwargs)
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
@@ -253,7 +255,7 @@ def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_pa
     store.import_jsonl(write_jsonl(tmp_path / "errors.jsonl", [denied, partial]))
     before = digest(t.snapshots_dir())
 
-    run_build(spark, validate=None)
+    run_build(spark)
 
     rows = [row for row in incarnations() if row[0] in ids]
     assert {(name, tid, pc, deleted) for name, tid, _, _, pc, deleted, _ in rows} == {
@@ -311,7 +313,7 @@ def test_build_killed_at_each_stage_leaves_the_published_version(tl_home, tmp_pa
     from topic_lineage.pipeline import run_build
 
     seed_store(tl_home, tmp_path, rounds=2)
-    run_build(spark, validate=None)
+    run_build(spark)
     published = published_state()
     rows = incarnations()
     seed_store(tl_home, tmp_path, rounds=3)  # one more snapshot to build
@@ -328,12 +330,12 @@ def test_build_killed_at_each_stage_leaves_the_published_version(tl_home, tmp_pa
         assert killed.returncode == -signal.SIGKILL, (stage, killed.stderr[-2000:])
         assert_nothing_lost(stage)
 
-    built = run_build(spark, validate=None, publish=False).version
+    built = run_build(spark, publish=False).version  # validated, so publishable
     killed = cli(tl_home, "publish", "--version", built, env={"TOPIC_LINEAGE_FAULT": "kill@publish"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert_nothing_lost("publish")
 
-    final = run_build(spark, validate=None)
+    final = run_build(spark)
     assert final.published and wh.current_version() == final.version != published[0]
     assert ("svc.5", topic_id(105), 1, "created", 3, None, True) in incarnations()
     statuses = {m["version"]: m["status"] for m in wh.list_versions()}
@@ -366,7 +368,7 @@ def test_corrupted_snapshot_file_is_named_and_can_be_quarantined(tl_home, tmp_pa
         assert not path.exists() and (t.quarantine_dir() / path.relative_to(t.snapshots_dir())).exists()
     assert cli(tl_home, "verify").returncode == 0
     assert_kept(good, digest(t.snapshots_dir()))
-    run_build(spark, validate=None)
+    run_build(spark)
     assert ("svc.5", topic_id(105), 1, "created", 3, None, True) in incarnations()
 
 
@@ -414,7 +416,7 @@ def test_second_build_fails_clearly_and_readers_never_see_a_mix(tl_home, tmp_pat
     from topic_lineage.ui.app import create_app
 
     seed_store(tl_home, tmp_path, rounds=2)
-    old = run_build(spark, validate=None).version
+    old = run_build(spark).version
     old_rows = incarnations(old)
     seed_store(tl_home, tmp_path, rounds=3)
 
@@ -444,6 +446,9 @@ def test_second_build_fails_clearly_and_readers_never_see_a_mix(tl_home, tmp_pat
         assert response.status_code == 200, response.text
         return response.text
 
+    from topic_lineage.quality.gate import validate_version
+
+    assert validate_version(spark, "v-new").success  # only a version the gate passed publishes
     monkeypatch.setenv("TOPIC_LINEAGE_FAULT", "pause@publish")
     publisher = threading.Thread(target=wh.publish, args=("v-new",))
     publisher.start()
@@ -503,7 +508,7 @@ def test_hostile_names_and_every_id_form_survive_import_build_query_and_api(tl_h
     assert result.returncode == 0, result.stderr
     assert len(store.snapshot_files()) == len(forms)
 
-    run_build(spark, validate=None)
+    run_build(spark)
     rows = incarnations()
     assert sorted((name, tid, version) for name, tid, version, *_ in rows) == sorted(
         (n, i, 1) for n, i in zip(HOSTILE_NAMES, ids)

@@ -303,3 +303,58 @@ def test_failure_report_names_rows_by_cluster_name_and_id(spark, tl_home):
     assert "deleted topic IDs never come back" in text
     assert f"cluster_id={CLUSTER}, topic_name=orders, topic_id={ID_A}, version=2" in text
     assert f"Data Docs: {tl_home / 'quality' / 'index.html'}" in text
+
+
+# --- severity: correctness blocks, health warns -----------------------------------------------------
+def test_stale_live_cluster_and_error_share_warn_but_pass(spark, tl_home):
+    """Freshness and the describe-error share are warnings: the gate passes, each is listed once
+    in ``warnings`` and the report (one line each), and the gate log records severities."""
+    import json
+
+    from topic_lineage.quality import context as qc
+
+    rows = [snapshot_run(captured_at=at(30)),  # 30 h old, captured live
+            snapshot_run(cluster_id=OTHER_CLUSTER, captured_at=at(1), topic_count=10, error_topic_count=6)]
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, rows)},
+                             version="v-stale", config=DEFAULT, now=NOW)
+    assert result.success and result.critical_failures == []
+    assert sorted(result.warnings) == sorted(
+        [f"{t.SNAPSHOT_RUNS}: {s.NEWEST_SNAPSHOT_FRESH}", f"{t.SNAPSHOT_RUNS}: {s.ERROR_SHARE_BELOW_LIMIT}"]
+    )
+    report = result.report().splitlines()
+    assert report[0].startswith("quality gate PASSED for version v-stale") and "2 warning(s)" in report[0]
+    assert len([line for line in report if line.startswith("  ! warning: ")]) == 2
+    record = json.loads(qc.gate_log().read_text().splitlines()[-1])
+    assert record["success"] is True and sorted(record["warnings"]) == sorted(result.warnings)
+    severities = {o["name"]: o["severity"] for o in record["outcomes"]}
+    assert severities[s.NEWEST_SNAPSHOT_FRESH] == severities[s.ERROR_SHARE_BELOW_LIMIT] == "warning"
+    assert severities[s.SNAPSHOTS_UNIQUE] == "critical"
+    page = qc.overview_page().read_text()
+    assert "PASSED with warnings" in page and "WARNING" in page
+
+
+def test_critical_failure_with_a_warning_fails(spark, tl_home):
+    """A critical failure fails the gate whatever the warnings; the report lists it as failed
+    and the warning on its own line."""
+    rows = [snapshot_run(captured_at=at(30)), snapshot_run(captured_at=at(30), topic_count=11)]
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, rows)},
+                             version="v-dup", config=DEFAULT, now=NOW)
+    assert not result.success
+    assert [f.name for f in result.critical_failures] == [s.SNAPSHOTS_UNIQUE]
+    assert result.warnings == [f"{t.SNAPSHOT_RUNS}: {s.NEWEST_SNAPSHOT_FRESH}"]
+    assert f"  x {t.SNAPSHOT_RUNS}: {s.SNAPSHOTS_UNIQUE}" in result.report()
+
+
+def test_freshness_does_not_judge_clusters_known_only_from_imports(spark, tl_home):
+    """A year of imported history is not stale: freshness applies to clusters captured live.
+    A cluster with any live capture is judged on its newest complete snapshot."""
+    imported = [snapshot_run(captured_at=at(24 * 365), source="import:kraft-log"),
+                snapshot_run(captured_at=at(24 * 300), source="import:jsonl")]
+    assert failed(spark, t.SNAPSHOT_RUNS, imported) == set()
+    mixed = [*imported, snapshot_run(cluster_id=OTHER_CLUSTER, captured_at=at(30), source="import:jsonl"),
+             snapshot_run(cluster_id=OTHER_CLUSTER, captured_at=at(40), source="live", complete=False)]
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, mixed)},
+                             version="test", config=DEFAULT, now=NOW)
+    (failure,) = result.failures
+    assert failure.name == s.NEWEST_SNAPSHOT_FRESH and failure.severity == "warning"
+    assert [row[t.CLUSTER_ID] for row in failure.rows] == [OTHER_CLUSTER]

@@ -132,6 +132,21 @@ def test_validate_command_verdicts_and_data_docs(spark, tl_home, capsys):
     chromium("--window-size=1280,2000", f"--screenshot={OUTPUT / 'quality-gx-validation.png'}", detail)
 
 
+@pytest.mark.spark
+def test_stale_live_cluster_is_one_warning_line_and_exit_0(spark, tl_home, capsys):
+    """Freshness is a warning: `validate` on a version whose only live capture is weeks old
+    passes (exit 0) and prints exactly one warning line naming the expectation and cluster."""
+    from topic_lineage.quality.suites import NEWEST_SNAPSHOT_FRESH
+
+    healthy_version("v-stale")  # one live snapshot, 2026-11-01
+    assert cli.main(["validate", "--max-age", "24h"]) == 0
+    out = capsys.readouterr().out
+    assert "quality gate PASSED for version v-stale" in out and "1 warning(s)" in out
+    (line,) = [row for row in out.splitlines() if "! warning:" in row]
+    assert f"snapshot_runs: {NEWEST_SNAPSHOT_FRESH}" in line and CLUSTER in line
+    assert "FAILED" not in out
+
+
 def test_validate_without_a_published_version_says_what_to_do(tl_home, capsys):
     """Nothing published and no --version: exit 2 with a one-line error naming the fix."""
     assert cli.main(["validate"]) == 2
@@ -159,7 +174,7 @@ def snapshot_line(day: int, topics: list[tuple[str, str]]) -> str:
 
 def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home), "TOPIC_LINEAGE_SPARK_MASTER": "local[2]",
-           "TOPIC_LINEAGE_SHUFFLE_PARTITIONS": "2", "TOPIC_LINEAGE_MAX_AGE": "off"}
+           "TOPIC_LINEAGE_SHUFFLE_PARTITIONS": "2"}  # default max age: imported history is not judged
     return subprocess.run([sys.executable, "-m", "topic_lineage.cli", *args], capture_output=True,
                           text=True, env=env, timeout=900, start_new_session=True, check=False)
 
@@ -192,7 +207,7 @@ def test_build_refuses_to_publish_a_deleted_id_that_comes_back(tmp_path):
     assert run_cli("import", str(comeback), home=home).returncode == 0
     second = run_cli("build", "--version-id", "v2-comeback", home=home)
 
-    assert second.returncode != 0
+    assert second.returncode == 1  # the gate failed: 1, as `validate` on the same version
     assert DELETED_IDS_NEVER_COME_BACK in second.stderr
     assert ORDERS_ID in second.stderr  # the offending row is named
     assert (home / "warehouse" / "CURRENT").read_text().strip() == "v1-clean"

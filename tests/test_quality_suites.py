@@ -24,7 +24,7 @@ ctx = get_context()
 print(json.dumps({
     suite.name: [
         {"type": e.expectation_type, "name": e.meta.get("name"), "kwargs": e.configuration.kwargs,
-         "description": e.description}
+         "description": e.description, "severity": e.severity.value}
         for e in suite.expectations
     ]
     for suite in ctx.suites.all()
@@ -82,10 +82,12 @@ def test_stored_suites_match_their_definitions(loaded_suites):
     `python -m topic_lineage.quality.suites`)."""
     for table, build in s.SUITE_BUILDERS.items():
         defined = [
-            {"type": e.expectation_type, "kwargs": json.loads(json.dumps(e.configuration.kwargs, default=str))}
+            {"type": e.expectation_type, "severity": e.severity.value,
+             "kwargs": json.loads(json.dumps(e.configuration.kwargs, default=str))}
             for e in build()
         ]
-        stored = [{"type": e["type"], "kwargs": e["kwargs"]} for e in loaded_suites[table]]
+        stored = [{"type": e["type"], "severity": e["severity"], "kwargs": e["kwargs"]}
+                  for e in loaded_suites[table]]
         assert stored == defined, table
 
 
@@ -96,3 +98,13 @@ def test_context_keeps_generated_output_out_of_the_repository(tl_home):
     results = ctx.variables.stores["validation_results_store"]["store_backend"]["base_directory"]
     assert str(tl_home / "quality") in site
     assert str(tl_home / "quality") in results
+
+
+def test_severity_round_trips_through_the_stored_suites(loaded_suites):
+    """GX's `severity` is stored in the suite JSON and loaded back: freshness and the
+    describe-error share are warnings, every other expectation is critical (blocks publishing)."""
+    loaded = {e["name"]: e["severity"] for suite in loaded_suites.values() for e in suite}
+    assert {name for name, severity in loaded.items() if severity == "warning"} == s.WARNINGS
+    assert {severity for name, severity in loaded.items() if name not in s.WARNINGS} == {"critical"}
+    stored = json.loads((qc.context_dir() / "expectations" / "snapshot_runs.json").read_text())
+    assert {e["meta"]["name"]: e["severity"] for e in stored["expectations"]}[s.NEWEST_SNAPSHOT_FRESH] == "warning"

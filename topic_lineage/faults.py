@@ -12,7 +12,9 @@ Build stages (``<action>@<stage>``):
 
   Stages: ``write`` (tables half written: snapshot_runs done, topic_incarnations not yet),
   ``validate`` (all written, before the quality gate), ``publish`` (the new pointer is written to
-  a temporary file, not yet renamed over ``CURRENT``).
+  a temporary file, not yet renamed over ``CURRENT``), ``read`` (a reader, ``topic-lineage query``
+  or the UI loading a version, has pinned its version and not yet read the files). Without the
+  variable this does nothing.
 
 Live capture, for what an authorizing broker does and the local broker (no ACLs) cannot
 (``<action>@<stage>:NAME[,NAME...]``):
@@ -33,7 +35,7 @@ import signal
 import time
 
 FAULT_ENV = "TOPIC_LINEAGE_FAULT"
-STAGES = ("write", "validate", "publish")
+STAGES = ("write", "validate", "publish", "read")
 CAPTURE_FAULTS = (("hide", "list"), ("deny", "describe"))
 
 

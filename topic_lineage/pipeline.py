@@ -1,12 +1,16 @@
 """build -> validate -> publish (write-audit-publish, contract R7).
 
-:func:`run_build` is the one sequence the CLI and tests use; Airflow runs the same three steps as
-separate tasks (``spark_jobs/build.py``, the quality gate, :func:`topic_lineage.warehouse.publish`).
+:func:`run_build` is the one sequence the CLI and tests use; :func:`audit_and_publish` is its
+second half (gate, then :func:`topic_lineage.warehouse.publish`), also used by
+``spark_jobs/build.py --publish``. Airflow runs the same steps as separate tasks (the build job,
+:func:`topic_lineage.airflow_tasks.validate_version`, :func:`topic_lineage.warehouse.publish`).
+
+Only the quality gate makes a version publishable: it records its verdict in the version's
+manifest, and :func:`topic_lineage.warehouse.publish` refuses a version without a passing one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,30 +18,75 @@ from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.faults import fault_point
 
-Validator = Callable[[Any, str], Any]
-"""``validate(spark, version)`` -> a result with ``success`` (bool) and a ``str()`` naming the
-failing expectations; the quality gate (topic_lineage.quality) provides it."""
-
 
 class ValidationFailed(TopicLineageError):
-    """A built version failed validation: it stays unpublished (status ``rejected``)."""
+    """A built version failed the quality gate (a critical expectation): it stays unpublished
+    (status ``rejected``). Exit status 1, as ``topic-lineage validate`` on a failing version."""
 
-    exit_code = 3
+    exit_code = 1
+
+    def __init__(self, message: str, result: Any = None):
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass
 class BuildResult:
     version: str
     info: Any  # spark_jobs.build.VersionInfo
-    validated: bool
-    published: bool
-    previous: str | None
+    gate: Any  # topic_lineage.quality.gate.GateResult, or None when not validated
+    outcome: wh.PublishOutcome | None  # None when not asked to publish
+
+    @property
+    def validated(self) -> bool:
+        return self.gate is not None and self.gate.success
+
+    @property
+    def published(self) -> bool:
+        return self.outcome is not None and self.outcome.published
+
+    @property
+    def previous(self) -> str | None:
+        return self.outcome.previous if self.outcome is not None else None
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.gate.warnings if self.gate is not None else []
 
     def __str__(self) -> str:
-        state = "published" if self.published else ("validated" if self.validated else "built")
-        return f"{self.info}\nversion {self.version} {state}" + (
-            f" (previous: {self.previous})" if self.published else ""
+        lines = [str(self.info)]
+        if self.gate is not None:
+            lines.append(self.gate.report())
+        if self.outcome is not None:
+            lines.append(str(self.outcome))
+        else:
+            state = "validated" if self.validated else "built (not validated)"
+            lines.append(f"version {self.version} {state}, not published")
+        return "\n".join(lines)
+
+
+def audit_and_publish(
+    spark, version: str, *, publish: bool = True, gate_options: dict | None = None
+) -> tuple[Any, wh.PublishOutcome | None]:
+    """Validate a written version with the quality gate, then (``publish``) publish it.
+
+    A critical failure marks the version ``rejected``, leaves the published version as it was,
+    and raises :class:`ValidationFailed` with the gate's report. Warnings never block. The
+    publish is automatic (:func:`topic_lineage.warehouse.decide_publish`): a version over fewer
+    or the same snapshots than the published one leaves it published.
+    """
+    from topic_lineage.quality.gate import validate_version
+
+    fault_point("validate")  # fault suite: written, not yet validated (topic_lineage/faults.py)
+    result = validate_version(spark, version, **(gate_options or {}))
+    if not result.success:
+        raise ValidationFailed(
+            f"version {version} failed the quality gate and was not published; the published "
+            f"version is still {wh.current_version()}:\n{result.report()}",
+            result,
         )
+    outcome = wh.publish(version, automatic=True) if publish else None
+    return result, outcome
 
 
 def run_build(
@@ -46,33 +95,26 @@ def run_build(
     version_id: str | None = None,
     full_refresh: bool = False,
     publish: bool = True,
-    validate: Validator | None = None,
+    validate: bool = True,
+    gate_options: dict | None = None,
     policy=None,
 ) -> BuildResult:
-    """Build a new version, validate it (when a validator is given), then publish it.
+    """Build a new version, validate it with the quality gate, then publish it.
 
-    A failed validation marks the version ``rejected``, leaves the published version as it was,
-    and raises :class:`ValidationFailed` with the validator's report.
+    ``validate=False`` only builds: it cannot be combined with ``publish`` (only a version the
+    gate passed is published). ``gate_options``: keyword arguments of
+    :func:`topic_lineage.quality.gate.validate_version` (``max_age``, ``max_error_share``).
     """
     from spark_jobs.build import build_version
 
+    if publish and not validate:
+        raise wh.PublishRefused(
+            "a build that skips the quality gate cannot publish; build with --no-publish, then "
+            "'topic-lineage validate --version V' and 'topic-lineage publish V'"
+        )
     info = build_version(spark, version_id, full_refresh, policy=policy)
-    version = info.version
-    fault_point("validate")  # fault suite: written, not yet validated (topic_lineage/faults.py)
-    validated = False
-    # --- quality gate: between the write and the publish ------------------------------------
-    if validate is not None:
-        result = validate(spark, version)
-        if not getattr(result, "success", False):
-            report = result.report() if hasattr(result, "report") else str(result)
-            wh.mark_rejected(version, report)
-            raise ValidationFailed(
-                f"version {version} failed validation and was not published; the published "
-                f"version is still {wh.current_version()}:\n{report}"
-            )
-        wh.mark_validated(version)
-        validated = True
-    previous = None
-    if publish:
-        previous = wh.publish(version)
-    return BuildResult(version, info, validated, publish, previous)
+    if not validate:
+        fault_point("validate")
+        return BuildResult(info.version, info, None, None)
+    gate, outcome = audit_and_publish(spark, info.version, publish=publish, gate_options=gate_options)
+    return BuildResult(info.version, info, gate, outcome)

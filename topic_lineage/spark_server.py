@@ -193,4 +193,5 @@ def use_published_tables(spark, version: str) -> None:
         spark.sql(f"USE {t.DATABASE}")
         return
     wh.register_tables(spark, version)
-    spark.sql(f"ALTER TABLE {marked} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{version}')")
+    # the tables are read-only views (warehouse.register_tables)
+    spark.sql(f"ALTER VIEW {marked} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{version}')")

@@ -1,4 +1,4 @@
-"""Commands on the warehouse: build, publish, versions, query."""
+"""Commands on the warehouse: build, publish, versions, query (read-only)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full-refresh", action="store_true", help="recompute everything from the store")
     p.add_argument("--version-id", help="name of the new version (default: time-based)")
     p.add_argument("--no-publish", action="store_true", help="build (and validate) but do not publish")
-    p.add_argument("--no-validate", action="store_true", help="skip the quality gate")
+    p.add_argument("--no-validate", action="store_true",
+                   help="skip the quality gate; only with --no-publish (an unvalidated version is "
+                   "never published)")
     p.add_argument("--master", help="Spark master URL (default: $TOPIC_LINEAGE_SPARK_MASTER or local[*])")
     p.add_argument("--hold-ratio", type=float, help="R3: hold a snapshot closing more than this share "
                    "of live incarnations (default 0.5)")
@@ -32,8 +34,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_gate_options(p)  # quality gate thresholds (--max-age, --max-error-share)
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("publish", help="publish a built version (switch readers to it atomically)")
-    p.add_argument("--version", required=True)
+    p = sub.add_parser(
+        "publish",
+        help="publish a version the quality gate passed (switch readers to it atomically)",
+        description="Only a version the quality gate passed can be published (validate one with "
+        "'topic-lineage validate --version V'). --force --reason TEXT publishes one anyway; the "
+        "override is recorded in the version's manifest and shown by 'versions' and the UI. "
+        "Exit status: 0 published, 3 refused, 2 error.",
+    )
+    p.add_argument("version_arg", nargs="?", metavar="VERSION", help="the version to publish")
+    p.add_argument("--version", help="the version to publish (same as VERSION)")
+    p.add_argument("--force", action="store_true",
+                   help="publish even though the quality gate has not passed the version")
+    p.add_argument("--reason", help="why the gate is overridden (required with --force)")
     p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("versions", help="list built versions with their status")
@@ -50,26 +63,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sql")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument("--version", help="query this version instead of the published one")
+    p.epilog = "Queries are read-only: INSERT, CREATE, DROP, ALTER, TRUNCATE etc. are refused."
     p.add_argument("--master", help="Spark master URL (default: local[2])")
     p.set_defaults(func=cmd_query)
 
 
-def _validator(args):
-    if args.no_validate:
-        return None
-    from functools import partial
-
-    from topic_lineage.commands.quality_cmds import gate_options
-    from topic_lineage.quality.gate import validate_version
-
-    return partial(validate_version, **gate_options(args))
-
-
 def cmd_build(args: argparse.Namespace) -> int:
     from spark_jobs.build import hold_policy
+    from topic_lineage.commands.quality_cmds import gate_options
     from topic_lineage.pipeline import run_build
     from topic_lineage.spark import get_spark
 
+    if args.no_validate and not args.no_publish:  # before Spark starts
+        raise wh.PublishRefused(
+            "--no-validate builds a version the quality gate has not passed, which is never "
+            "published: add --no-publish (then 'topic-lineage validate --version V' and "
+            "'topic-lineage publish V')"
+        )
+    options = gate_options(args)
     policy = hold_policy(args.hold_ratio, args.hold_min)
     if not args.full_refresh:  # no-op runs: decided without a JVM (topic_lineage/noop.py)
         from topic_lineage import noop
@@ -82,21 +93,25 @@ def cmd_build(args: argparse.Namespace) -> int:
     try:
         result = run_build(
             spark, version_id=args.version_id, full_refresh=args.full_refresh,
-            publish=not args.no_publish, validate=_validator(args), policy=policy,
+            publish=not args.no_publish, validate=not args.no_validate, gate_options=options,
+            policy=policy,
         )
     finally:
         spark.stop()
     print(result)
-    if result.validated:
-        from topic_lineage.quality.context import overview_page
-
-        print(f"quality gate passed; Data Docs: {overview_page()}")
     return 0
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    previous = wh.publish(args.version)
-    print(f"published {args.version} (previous: {previous})")
+    version = args.version_arg or args.version
+    if not version or (args.version_arg and args.version and args.version_arg != args.version):
+        raise wh.WarehouseError("name one version to publish: 'topic-lineage publish VERSION'")
+    if args.force and not (args.reason or "").strip():
+        raise wh.PublishRefused("--force needs --reason TEXT saying why the quality gate is overridden")
+    if args.reason and not args.force:
+        raise wh.WarehouseError("--reason is only used with --force")
+    outcome = wh.publish(version, force_reason=args.reason if args.force else None)
+    print(outcome)
     return 0
 
 
@@ -106,18 +121,34 @@ def cmd_versions(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([
             {k: m.get(k) for k in ("version", "status", "created_at", "mode", "base_version",
-                                   "snapshot_count", "row_counts", "rejected_reason")}
-            | {"current": m["version"] == current}
+                                   "snapshot_count", "row_counts", "rejected_reason", "gate",
+                                   "forced")}
+            | {"current": m["version"] == current, "gate_passed": wh.gate_passed(m)}
             for m in versions
         ], indent=2))
         return 0
-    print(f"  {'version':<40} {'status':<10} {'mode':<12} {'snapshots':>9}  created_at")
+    print(f"  {'version':<40} {'status':<10} {'mode':<12} {'snapshots':>9}  {'created_at':<28}  gate")
     for m in versions:
         mark = "*" if m["version"] == current else " "
         print(f"{mark} {m['version']:<40} {m.get('status', '?'):<10} {m.get('mode') or '-':<12} "
-              f"{m.get('snapshot_count', '-'):>9}  {m.get('created_at', '')}")
+              f"{m.get('snapshot_count', '-'):>9}  {m.get('created_at', ''):<28}  {_gate_cell(m)}")
     print(f"{len(versions)} version(s); * = published")
     return 0
+
+
+def _gate_cell(manifest: dict) -> str:
+    """The quality gate's verdict on a version, and any forced publish, in one cell."""
+    gate = manifest.get("gate")
+    if gate is None:
+        cell = "passed" if wh.gate_passed(manifest) else "not validated"
+    elif gate.get("passed"):
+        warned = gate.get("warnings") or []
+        cell = "passed" + (f", {len(warned)} warning(s): {'; '.join(warned)}" if warned else "")
+    else:
+        cell = "FAILED: " + "; ".join(gate.get("failures") or [])
+    for forced in manifest.get("forced") or []:
+        cell += f" | FORCED by {forced.get('by')} at {forced.get('at')}: {forced.get('reason')}"
+    return cell
 
 
 # --- query -----------------------------------------------------------------------------------
@@ -174,31 +205,36 @@ def print_rows(df, fmt: str = "table", out=print) -> None:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from topic_lineage import spark_server
+    from topic_lineage.faults import fault_point
     from topic_lineage.spark import get_spark
 
     # The deployment's long-lived Spark Connect server when it runs (topic_lineage/spark_server.py).
     remote = None if (args.master or args.version) else spark_server.remote_url()
     if remote:
-        published = wh.current_version()
-        if published is None:
-            raise wh.WarehouseError("nothing is published yet; run 'topic-lineage build' first")
         spark = spark_server.connect(remote)
-        spark_server.use_published_tables(spark, published)
     else:
         spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
                           conf={"spark.sql.shuffle.partitions": "4"})
         spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
     try:
-        if not remote:
-            wh.register_tables(spark, args.version)
-        try:
-            text = render_rows(spark.sql(args.sql), args.format)  # Connect reports at collect
-        except Exception as exc:  # analysis/parse errors are the user's to fix
-            from pyspark.errors import PySparkException
+        # pinned for the whole read: retention cannot remove the version meanwhile
+        with wh.reading(args.version) as version:
+            if version is None:
+                raise wh.WarehouseError("nothing is published yet; run 'topic-lineage build' first")
+            if remote:
+                spark_server.use_published_tables(spark, version)
+            else:
+                wh.register_tables(spark, version)
+            wh.check_read_only(spark, args.sql)  # before anything runs
+            fault_point("read")  # fault suite: a reader mid-read (topic_lineage/faults.py)
+            try:
+                text = render_rows(spark.sql(args.sql), args.format)  # Connect reports at collect
+            except Exception as exc:  # analysis/parse errors are the user's to fix
+                from pyspark.errors import PySparkException
 
-            if isinstance(exc, PySparkException):
-                raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
-            raise
+                if isinstance(exc, PySparkException):
+                    raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
+                raise
     finally:
         spark.stop()
     print(text)

@@ -12,15 +12,15 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-age",
         metavar="AGE",
-        help="maximum age of each cluster's newest complete snapshot, e.g. 36h, 2d, 90m; 'off' "
-        "disables the freshness check (replaying archived history). Default: "
+        help="maximum age of each live-captured cluster's newest complete snapshot, e.g. 36h, "
+        "2d, 90m; 'off' disables the check. A warning: it never blocks publishing. Default: "
         "$TOPIC_LINEAGE_MAX_AGE or 24h",
     )
     parser.add_argument(
         "--max-error-share",
         metavar="SHARE",
-        help="maximum share (0..1) of topics per snapshot whose describe failed. Default: "
-        "$TOPIC_LINEAGE_MAX_ERROR_SHARE or 0.5",
+        help="maximum share (0..1) of topics per snapshot whose describe failed. A warning: it "
+        "never blocks publishing. Default: $TOPIC_LINEAGE_MAX_ERROR_SHARE or 0.5",
     )
 
 
@@ -41,8 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "validate",
         help="validate the published (or a given) version with the Great Expectations suites",
         description="Run the quality gate on a version of the tables and print the verdict, the "
-        "failed expectations with a few offending rows, and the path of the Data Docs page. "
-        "Exit status: 0 passed, 1 failed, 2 could not validate.",
+        "failed expectations with a few offending rows, one line per warning, and the path of "
+        "the Data Docs page. The verdict is recorded in the version's manifest: a built version "
+        "that passes becomes publishable ('topic-lineage publish V'). Critical expectations "
+        "fail the gate; warnings (freshness, describe-error share) never do. "
+        "Exit status: 0 passed (with or without warnings), 1 failed, 2 could not validate.",
     )
     p.add_argument("--version", help="version to validate (default: the published one)")
     add_gate_options(p)

@@ -125,7 +125,8 @@ class _ParametrisedRowsExpectation(gxe.UnexpectedRowsExpectation):
 
 
 class ExpectNewestCompleteSnapshotOfEachClusterToBeFresh(_ParametrisedRowsExpectation):
-    """The newest complete snapshot of every cluster is younger than ``max_age_seconds``.
+    """The newest complete snapshot of every cluster captured live is younger than
+    ``max_age_seconds``. Clusters known only from imports (archived history) are not judged.
 
     ``max_age_seconds = None`` disables the check (replaying archived history): the query then
     selects nothing.
@@ -135,7 +136,8 @@ class ExpectNewestCompleteSnapshotOfEachClusterToBeFresh(_ParametrisedRowsExpect
     max_age_seconds: Union[float, dict, None] = None
     parameter_names: ClassVar[tuple[str, ...]] = ("now", "max_age_seconds")
     description: str = (
-        "The newest complete snapshot of each cluster is fresher than the configured maximum age."
+        "The newest complete snapshot of each live-captured cluster is fresher than the "
+        "configured maximum age (clusters known only from imports are not judged)."
     )
 
     @classmethod
@@ -145,12 +147,14 @@ class ExpectNewestCompleteSnapshotOfEachClusterToBeFresh(_ParametrisedRowsExpect
             f"SELECT {t.CLUSTER_ID}, max({t.CLUSTER_ALIAS}) AS {t.CLUSTER_ALIAS}, "
             f"{newest} AS newest_complete_snapshot FROM {{batch}} GROUP BY {t.CLUSTER_ID} "
         )
+        captured_live = f"count_if({t.SOURCE} = 'live') > 0"
         if placeholder:
-            return select + f"HAVING {newest} IS NULL OR {newest} < {now} - {max_age_seconds} seconds"
+            return select + (f"HAVING {captured_live} AND ({newest} IS NULL OR "
+                             f"{newest} < {now} - {max_age_seconds} seconds)")
         if max_age_seconds is None:
             return select + "HAVING false"
         cutoff = _utc_literal(now) + f" - make_dt_interval(0, 0, 0, {float(max_age_seconds)})"
-        return select + f"HAVING {newest} IS NULL OR {newest} < {cutoff}"
+        return select + f"HAVING {captured_live} AND ({newest} IS NULL OR {newest} < {cutoff})"
 
 
 class ExpectNoSnapshotFromTheFuture(_ParametrisedRowsExpectation):

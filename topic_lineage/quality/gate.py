@@ -7,11 +7,15 @@ the verdict, every failed expectation with a few offending rows, and the Data Do
 
 Thresholds (:class:`GateConfig`) come from arguments, else from the environment:
 
-- ``TOPIC_LINEAGE_MAX_AGE``: maximum age of each cluster's newest complete snapshot, e.g. ``36h``,
-  ``2d``, ``90m``, ``3600`` (seconds); ``off`` disables the freshness check (replaying archived
-  history). Default ``24h``.
+- ``TOPIC_LINEAGE_MAX_AGE``: maximum age of each live-captured cluster's newest complete
+  snapshot, e.g. ``36h``, ``2d``, ``90m``, ``3600`` (seconds); ``off`` disables the freshness
+  check. Default ``24h``.
 - ``TOPIC_LINEAGE_MAX_ERROR_SHARE``: maximum share of topics per snapshot whose describe failed,
   between 0 and 1. Default ``0.5``.
+
+Severity (the GX ``severity`` of each expectation, set in :mod:`~topic_lineage.quality.suites`):
+a failed *critical* expectation fails the gate (the version is rejected); a failed *warning*
+(freshness, error share) is reported everywhere a failure is, but the gate passes.
 
 Imports Spark and Great Expectations lazily: import this module anywhere.
 """
@@ -98,6 +102,9 @@ class GateConfig:
         )
 
 
+CRITICAL, WARNING = "critical", "warning"
+
+
 class Failure(NamedTuple):
     """One failed expectation: its name, what it means, and a few offending rows."""
 
@@ -106,6 +113,7 @@ class Failure(NamedTuple):
     rows: list[dict]
     table: str = ""
     unexpected_count: int | None = None
+    severity: str = CRITICAL
 
 
 class Outcome(NamedTuple):
@@ -117,10 +125,14 @@ class Outcome(NamedTuple):
     success: bool
     unexpected_count: int | None
     rows: list[dict]
+    severity: str = CRITICAL
 
 
 @dataclass(frozen=True)
 class GateResult:
+    """``success``: no critical expectation failed. ``failures``: every failed expectation,
+    critical ones and warnings (see ``Failure.severity``)."""
+
     version: str
     success: bool
     failures: list[Failure]
@@ -137,27 +149,49 @@ class GateResult:
         return [failure.name for failure in self.failures]
 
     @property
+    def critical_failures(self) -> list[Failure]:
+        return [f for f in self.failures if f.severity != WARNING]
+
+    @property
+    def warning_failures(self) -> list[Failure]:
+        return [f for f in self.failures if f.severity == WARNING]
+
+    @property
+    def warnings(self) -> list[str]:
+        """``"<table>: <name>"`` of every failed warning-severity expectation."""
+        return [f"{f.table}: {f.name}" for f in self.warning_failures]
+
+    def summary(self) -> str:
+        """The failed critical expectations in one line (what a rejection names)."""
+        return "; ".join(f"{f.table}: {f.name}" for f in self.critical_failures) or "see Data Docs"
+
+    @property
     def evaluated(self) -> int:
         return len(self.outcomes)
 
     def report(self) -> str:
         """The verdict in words: what failed, on which rows, and where the details are."""
+        met = self.evaluated - len(self.failures)
         if self.success:
-            lines = [f"quality gate PASSED for version {self.version}: {self.evaluated} expectation(s) met"]
+            lines = [f"quality gate PASSED for version {self.version}: {met} of {self.evaluated} "
+                     f"expectation(s) met" + (f", {len(self.warnings)} warning(s)" if self.warnings else "")]
         else:
             lines = [
                 (
                     f"quality gate FAILED for version {self.version}: "
-                    f"{len(self.failures)} of {self.evaluated} expectation(s) not met"
+                    f"{len(self.critical_failures)} of {self.evaluated} expectation(s) not met"
                 )
             ]
-            for failure in self.failures:
+            for failure in self.critical_failures:
                 count = "" if failure.unexpected_count is None else f" ({failure.unexpected_count} row(s))"
                 lines.append(f"  x {failure.table}: {failure.name}{count}")
                 if failure.description:
                     lines.append(f"      {failure.description}")
                 for row in failure.rows:
                     lines.append("      " + ", ".join(f"{k}={show(v)}" for k, v in row.items()))
+        for failure in self.warning_failures:  # one line each: they never block
+            rows = "; ".join(", ".join(f"{k}={show(v)}" for k, v in row.items()) for row in failure.rows[:3])
+            lines.append(f"  ! warning: {failure.table}: {failure.name}" + (f" ({rows})" if rows else ""))
         lines.append(f"Data Docs: {self.docs_index}")
         return "\n".join(lines)
 
@@ -208,12 +242,23 @@ def validate_version(
     ``$TOPIC_LINEAGE_MAX_AGE`` / 24 hours. ``now`` (aware) is the instant freshness and "no
     snapshot from the future" are judged against; default: the current time.
     """
+    from topic_lineage import warehouse
+
     config = GateConfig.from_env()
     if max_age != "env":
         config = GateConfig(max_age=max_age, max_error_share=config.max_error_share)
     if max_error_share is not None:
         config = GateConfig(max_age=config.max_age, max_error_share=max_error_share)
-    return validate_frames(spark, read_version(spark, version), version=version, config=config, now=now)
+    with warehouse.reading(version):  # retention cannot remove it while it is validated
+        result = validate_frames(spark, read_version(spark, version), version=version,
+                                 config=config, now=now)
+    # the verdict publish() checks: the version is validated (warnings allowed) or rejected
+    warehouse.record_verdict(
+        version, passed=result.success, warnings=result.warnings,
+        failures=[f"{f.table}: {f.name}" for f in result.critical_failures],
+        report=result.report() if not result.success else "",
+    )
+    return result
 
 
 def validate_frames(
@@ -269,13 +314,13 @@ def validate_frames(
             if urls and urls[0].get("site_url"):
                 detail_pages[table] = urls[0]["site_url"]
     failures = [
-        Failure(o.name, o.description, o.rows, o.table, o.unexpected_count)
+        Failure(o.name, o.description, o.rows, o.table, o.unexpected_count, o.severity)
         for o in outcomes
         if not o.success
     ]
     gate_result = GateResult(
         version=version,
-        success=not failures,
+        success=not any(f.severity != WARNING for f in failures),
         failures=failures,
         docs_index=qc.overview_page(),
         outcomes=outcomes,
@@ -298,15 +343,24 @@ def _outcomes(table: str, suite_result, sample_rows: int) -> list[Outcome]:
         name = (config.meta or {}).get("name") or config.type
         # custom expectations carry their description as a class default, not in the config
         description = config.description or (config.to_domain_obj().description or "")
+        severity = _severity(config)
         info = evaluated.exception_info or {}
         if info.get("raised_exception"):
             message = info.get("exception_message") or "raised an exception"
             description = f"{description} (could not be evaluated: {message})"
-            outcomes.append(Outcome(table, name, description, False, None, []))
+            outcomes.append(Outcome(table, name, description, False, None, [], severity))
             continue
         rows, count = ([], None) if evaluated.success else _offending_rows(evaluated.result or {}, sample_rows)
-        outcomes.append(Outcome(table, name, description, bool(evaluated.success), count, rows))
+        outcomes.append(Outcome(table, name, description, bool(evaluated.success), count, rows, severity))
     return outcomes
+
+
+def _severity(config) -> str:
+    """GX's ``severity`` of an evaluated expectation: warning, or critical (GX's default; an
+    ``info`` expectation is reported like a warning)."""
+    value = getattr(config, "severity", None)
+    value = getattr(value, "value", value) or CRITICAL
+    return CRITICAL if value == CRITICAL else WARNING
 
 
 def _offending_rows(result: dict, sample_rows: int) -> tuple[list[dict], int | None]:

@@ -6,6 +6,11 @@ run first (verdict, every expectation passed or failed, a few offending rows, a 
 detailed validation page of each table), then the history of earlier runs. Its links are
 relative to the quality directory, so the UI can serve it over http (``/topic-lineage/data-docs/``). Every gate run appends
 one JSON line to ``gate_runs.jsonl`` and re-renders the page from it.
+
+A record: ``version``, ``success`` (no *critical* expectation failed), ``warnings``
+(``"<table>: <name>"`` of each failed warning-severity expectation), ``outcomes`` (each with its
+``severity``: ``critical`` or ``warning``; records written before severities existed have none
+and count as critical), thresholds, timings and GX detail pages.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ h1 { font-size: 1.5em; margin-bottom: 0.2em; }
 h2 { font-size: 1.2em; margin-top: 1.5em; }
 .verdict { font-size: 1.3em; font-weight: bold; padding: 0.4em 0.8em; display: inline-block;
            border-radius: 4px; }
-.passed { color: #1a7f37; } .failed { color: #cf222e; }
+.passed { color: #1a7f37; } .failed { color: #cf222e; } .warning { color: #9a6700; }
 .verdict.passed { background: #dafbe1; } .verdict.failed { background: #ffebe9; }
+.verdict.warning { background: #fff8c5; }
 table { border-collapse: collapse; margin: 0.4em 0 1em 0; }
 th, td { border: 1px solid #c9d1da; padding: 4px 8px; vertical-align: top; text-align: left; }
 th { background: #eef2f6; }
@@ -66,8 +72,22 @@ def _as_record(result) -> dict:
         else f"{config.max_age.total_seconds() / 3600:g} h",
         "max_error_share": None if config is None else config.max_error_share,
         "detail_pages": result.detail_pages,
+        "warnings": result.warnings,
         "outcomes": [o._asdict() for o in result.outcomes],
     }
+
+
+def severity(outcome: dict) -> str:
+    """An outcome's severity; records older than severities are all critical."""
+    return outcome.get("severity") or "critical"
+
+
+def warnings(record: dict) -> list[str]:
+    """The record's failed warnings (derived from the outcomes for records that lack the key)."""
+    if "warnings" in record:
+        return list(record["warnings"])
+    return [f"{o['table']}: {o['name']}" for o in record.get("outcomes", [])
+            if not o["success"] and severity(o) == "warning"]
 
 
 def read_records() -> list[dict]:
@@ -119,20 +139,34 @@ def page_html() -> str:
     )
 
 
-def _verdict(success: bool) -> str:
-    return "PASSED" if success else "FAILED"
+def _verdict(success: bool, warned: bool = False) -> str:
+    if not success:
+        return "FAILED"
+    return "PASSED with warnings" if warned else "PASSED"
+
+
+def _state(outcome: dict) -> tuple[str, str]:
+    """(CSS class, status cell) of one outcome."""
+    if outcome["success"]:
+        return "passed", "&#10004; passed"
+    if severity(outcome) == "warning":
+        return "warning", "&#9888; WARNING"
+    return "failed", "&#10008; FAILED"
 
 
 def _latest(record: dict) -> list[str]:
-    state = "passed" if record["success"] else "failed"
+    warned = warnings(record)
+    state = "failed" if not record["success"] else ("warning" if warned else "passed")
     outcomes = record["outcomes"]
     failed = [o for o in outcomes if not o["success"]]
     age = record.get("max_age") or "off (freshness not checked)"
     out = [
         f"<h2>Latest run: version {html.escape(record['version'])}</h2>",
         (
-            f'<p><span class="verdict {state}">{_verdict(record["success"])}</span> '
-            f"&nbsp;{len(outcomes) - len(failed)} of {len(outcomes)} expectations met</p>"
+            f'<p><span class="verdict {state}">{_verdict(record["success"], bool(warned))}</span> '
+            f"&nbsp;{len(outcomes) - len(failed)} of {len(outcomes)} expectations met"
+            + (f"; {len(warned)} warning(s), which never block publishing" if warned else "")
+            + "</p>"
         ),
         (
             f'<p class="muted">validated at {html.escape(str(record["validated_at"]))} in '
@@ -147,14 +181,14 @@ def _latest(record: dict) -> list[str]:
         link = qc.quality_link(record.get("detail_pages", {}).get(table) or "")
         details = f' &mdash; <a href="{html.escape(link)}">details</a>' if link else ""
         out.append(f"<h2>{html.escape(table)}{details}</h2>")
-        out.append("<table><tr><th>status</th><th>expectation</th><th>meaning</th>"
-                   "<th>offending rows</th></tr>")
+        out.append("<table><tr><th>status</th><th>expectation</th><th>severity</th>"
+                   "<th>meaning</th><th>offending rows</th></tr>")
         for outcome in rows:
-            state = "passed" if outcome["success"] else "failed"
-            mark = "&#10004; passed" if outcome["success"] else "&#10008; FAILED"
+            state, mark = _state(outcome)
             out.append(
                 f'<tr><td class="status {state}"><b>{mark}</b></td>'
                 f'<td class="name">{html.escape(outcome["name"])}</td>'
+                f"<td>{html.escape(severity(outcome))}</td>"
                 f'<td class="meaning">{html.escape(outcome["description"])}</td>'
                 f"<td>{_rows(outcome)}</td></tr>"
             )
@@ -188,17 +222,20 @@ def _history(records: list[dict]) -> list[str]:
         "<h2>History (newest first)</h2>",
         (
             "<table><tr><th>validated at</th><th>version</th><th>verdict</th>"
-            "<th>failed expectations</th></tr>"
+            "<th>failed expectations</th><th>warnings</th></tr>"
         ),
     ]
     for record in reversed(records):
-        state = "passed" if record["success"] else "failed"
-        failed = ", ".join(o["name"] for o in record["outcomes"] if not o["success"])
+        warned = warnings(record)
+        state = "failed" if not record["success"] else ("warning" if warned else "passed")
+        failed = ", ".join(o["name"] for o in record["outcomes"]
+                           if not o["success"] and severity(o) != "warning")
         out.append(
             f"<tr><td>{html.escape(str(record['validated_at']))}</td>"
             f"<td>{html.escape(record['version'])}</td>"
-            f'<td class="{state}"><b>{_verdict(record["success"])}</b></td>'
-            f"<td>{html.escape(failed)}</td></tr>"
+            f'<td class="{state}"><b>{_verdict(record["success"], bool(warned))}</b></td>'
+            f"<td>{html.escape(failed)}</td>"
+            f'<td class="warning">{html.escape(", ".join(warned))}</td></tr>'
         )
     out.append("</table>")
     return out

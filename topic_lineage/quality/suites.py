@@ -10,6 +10,10 @@ and commit the changed JSON files; a test fails while the stored suites differ f
 Every expectation carries ``meta.name``: the short name the gate prints when it fails (and that
 tests look for), and a ``description`` in plain words that Data Docs shows.
 
+Severity (GX's ``severity`` field, stored in the suite JSON): everything about the rows being
+right is ``critical`` (GX's default) and blocks publishing; the health of the captures
+(:data:`WARNINGS`: freshness, share of describe errors) is ``warning`` and never blocks.
+
 Thresholds are suite parameters, given at validation time (see :mod:`topic_lineage.quality.gate`):
 ``now``, ``max_age_seconds`` (``None`` disables freshness) and ``max_error_share``.
 """
@@ -39,6 +43,10 @@ ERROR_SHARE_BELOW_LIMIT = "error topics per snapshot below the configured share"
 
 SNAPSHOT_IDS_CANONICAL = "observed topic IDs are canonical"
 SNAPSHOT_IDS_NOT_RESERVED = "observed topic IDs are never reserved"
+
+WARNINGS = frozenset({NEWEST_SNAPSHOT_FRESH, ERROR_SHARE_BELOW_LIMIT})
+"""Expectations of warning severity: reported wherever a failure is, never block a publish."""
+WARNING = "warning"
 
 # --- suite parameters --------------------------------------------------------------------------
 NOW = "now"
@@ -136,9 +144,11 @@ def snapshot_run_expectations() -> list:
             now=_param(NOW),
             max_age_seconds=_param(MAX_AGE_SECONDS),
             meta=_meta(NEWEST_SNAPSHOT_FRESH),
+            severity=WARNING,
         ),
         cx.ExpectErrorTopicShareOfEachSnapshotToBeAtMost(
-            max_share=_param(MAX_ERROR_SHARE), meta=_meta(ERROR_SHARE_BELOW_LIMIT)
+            max_share=_param(MAX_ERROR_SHARE), meta=_meta(ERROR_SHARE_BELOW_LIMIT),
+            severity=WARNING,
         ),
     ]
 

@@ -5,7 +5,9 @@ files of the published version (``tables.versions_dir()/<version>/<table>/**/*.p
 version named by ``tables.current_pointer()``) are loaded into DuckDB once per published
 version. Every request re-reads the pointer (a few bytes) and reloads only when it names a new
 version; because a publish replaces the pointer atomically and never touches a published
-directory, a request always sees one whole version, never a mix (R7).
+directory, a request always sees one whole version, never a mix (R7). While it loads, the version
+is pinned as a reader (:func:`topic_lineage.warehouse.reading`), so retention after a publish
+cannot remove its files half-way; once loaded, the request no longer needs them.
 """
 
 from __future__ import annotations
@@ -136,9 +138,13 @@ class PublishedTables:
         loaded = self._loaded
         if loaded is not None and loaded.version == version and self._home == home:
             return loaded
-        with self._lock:
+        from topic_lineage import warehouse
+        from topic_lineage.faults import fault_point
+
+        with self._lock, warehouse.reading() as version:
             loaded = self._loaded
             if loaded is None or loaded.version != version or self._home != home:
+                fault_point("read")  # fault suite: pinned, files not yet read
                 loaded = load(version)
                 self._loaded, self._home = loaded, home
             return loaded
