@@ -200,6 +200,20 @@ def test_health_task_fails_on_warnings_only(tl_home):
         at.check_health("stale")
 
 
+def test_health_of_a_no_op_run_is_the_published_versions(tl_home):
+    """A no-op run plans a version that is never written (topic_lineage/noop.py): health then
+    judges the published version, instead of failing on a version that does not exist."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from topic_lineage import warehouse as wh
+
+    assert at.check_health("v-never-built") == {"version": "v-never-built", "warnings": []}
+    _validated("stale", {A: 1}, ["snapshot_runs: newest complete snapshot of each cluster is fresh"])
+    wh.publish("stale")
+    with pytest.raises(AirflowFailException, match="version stale passed .* 1 warning"):
+        at.check_health("v-never-built")
+
+
 def test_health_task_runs_after_publish_even_a_skipped_one():
     """DAG shape: health follows publish with trigger rule none_failed and no retries."""
     from pathlib import Path
