@@ -257,8 +257,16 @@ def _with_closing_positions(rows: DataFrame, runs: DataFrame) -> DataFrame:
 
 
 def _new_observations(store_rows: DataFrame) -> DataFrame:
-    """The store's observations (without empty-snapshot markers), as derive() reads them."""
-    return store_rows.filter(F.col(t.TOPIC_NAME).isNotNull()).select(
+    """The store's observations (without empty-snapshot markers), as derive() reads them.
+
+    Shared IDs (two names carrying one ID in one snapshot, a broker bug of the KAFKA-19383
+    family): only the first name in name order is the ID's observation. ``topic_snapshots``
+    keeps both, as observed; this choice only makes the derivation deterministic (R5), whatever
+    the order or batching of ingestion, and the gate refuses to publish such snapshots."""
+    first_name = Window.partitionBy(t.CLUSTER_ID, t.CAPTURED_AT, t.TOPIC_ID).orderBy(t.TOPIC_NAME)
+    observed = store_rows.filter(F.col(t.TOPIC_NAME).isNotNull())
+    observed = observed.filter(F.col(t.TOPIC_ID).isNull() | (F.row_number().over(first_name) == 1))
+    return observed.select(
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.TOPIC_NAME, t.TOPIC_ID,
         t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL, t.ERROR,
         F.lit(False).alias("_is_seed"),

@@ -57,3 +57,37 @@ def test_describe_error_after_a_held_snapshot_is_the_same_topic(spark):
     assert rows["a"].asDict() | {"valid_from": at(1), "first_seen_at": at(1), "last_seen_at": at(4)} \
         == {**expected_a, "valid_from": at(1)}
     assert all(r.is_current and r.deleted_at is None for r in rows.values())
+
+
+# --- R3 boundaries: one cluster per case, all in one derivation -----------------------------
+def _mass_deletion(n: int, live: int, closing: int):
+    """A cluster with `live` topics, then a complete snapshot lacking `closing` of them."""
+    cluster = f"Qm91bmRhcnk{n:02d}AAAAAAAAA"[:22]
+    topics = [topic(f"t{i}", tid(40 + i)) for i in range(live)]
+    return cluster, [snap(0, *topics, cluster=cluster), snap(1, *topics[closing:], cluster=cluster)]
+
+
+def _held_by_case(spark, cases, policy):
+    clusters, history = {}, []
+    for n, (live, closing) in enumerate(cases):
+        cluster, snapshots = _mass_deletion(n, live, closing)
+        clusters[cluster] = (live, closing)
+        history += snapshots
+    derived = derive(spark, history, policy)
+    runs, _ = reference_tables(history, policy)
+    assert run_rows(derived.snapshot_runs.collect()) == runs  # the reference agrees
+    return {clusters[r[0]]: r[-1] for r in runs if r[2] == at(1)}
+
+
+def test_hold_boundaries_default_thresholds(spark):
+    """R3 with ratio 0.5 and min 5: more than half AND at least 5. Exactly half is not held
+    (`>` not `>=`), one more is; 4 of 4 is below the minimum, 5 of 5 (exactly the minimum) is
+    held ("at least 5")."""
+    held = _held_by_case(spark, [(10, 5), (10, 6), (4, 4), (5, 5), (9, 5)], HoldPolicy())
+    assert held == {(10, 5): False, (10, 6): True, (4, 4): False, (5, 5): True, (9, 5): True}
+
+
+def test_hold_thresholds_are_configurable(spark):
+    """The same shapes with ratio 0.25 and min 2: a quarter is not held, one more is; 2 of 2 is."""
+    held = _held_by_case(spark, [(8, 2), (8, 3), (2, 2), (1, 1), (10, 5)], HoldPolicy(0.25, 2))
+    assert held == {(8, 2): False, (8, 3): True, (2, 2): True, (1, 1): False, (10, 5): True}

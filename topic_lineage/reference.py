@@ -120,7 +120,16 @@ class _Cluster:
         return None, False
 
     def _identities(self, snapshot: Snapshot) -> list[tuple[TopicObservation, _Incarnation | None, bool]]:
-        return [(topic, *self._resolve(topic)) for topic in sorted(snapshot.topics, key=lambda t: t.name)]
+        """Each topic with its incarnation. Shared IDs (two names, one ID: a broker bug): only
+        the first name in name order is the ID's observation (the gate refuses such snapshots)."""
+        topics, ids = [], set()
+        for topic in sorted(snapshot.topics, key=lambda t: t.name):
+            if topic.topic_id is not None:
+                if topic.topic_id in ids:
+                    continue
+                ids.add(topic.topic_id)
+            topics.append(topic)
+        return [(topic, *self._resolve(topic)) for topic in topics]
 
     # -- one snapshot -----------------------------------------------------------------------
     def apply(self, snapshot: Snapshot) -> None:
