@@ -265,7 +265,8 @@ def _new_observations(store_rows: DataFrame) -> DataFrame:
     the order or batching of ingestion, and the gate refuses to publish such snapshots."""
     first_name = Window.partitionBy(t.CLUSTER_ID, t.CAPTURED_AT, t.TOPIC_ID).orderBy(t.TOPIC_NAME)
     observed = store_rows.filter(F.col(t.TOPIC_NAME).isNotNull())
-    observed = observed.filter(F.col(t.TOPIC_ID).isNull() | (F.row_number().over(first_name) == 1))
+    observed = observed.withColumn("_name_rank", F.row_number().over(first_name))
+    observed = observed.filter(F.col(t.TOPIC_ID).isNull() | (F.col("_name_rank") == 1))
     return observed.select(
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.TOPIC_NAME, t.TOPIC_ID,
         t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL, t.ERROR,

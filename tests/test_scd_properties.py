@@ -15,7 +15,6 @@ is kept as an explicit example in tests/test_scd_examples.py.
 from __future__ import annotations
 
 import os
-import random
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -37,11 +36,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.property]
 
 # No shrinking: each step is a Spark build. A failure prints the whole (unshrunk) example; the
 # reference alone (pure Python) then finds the smallest failing cluster history quickly.
-_COMMON = dict(deadline=None, suppress_health_check=list(HealthCheck), print_blob=True,
-               phases=[Phase.explicit, Phase.reuse, Phase.generate])
-settings.register_profile("ci", max_examples=6, **_COMMON)
+_COMMON = {"deadline": None, "suppress_health_check": list(HealthCheck), "print_blob": True,
+               "phases": [Phase.explicit, Phase.reuse, Phase.generate]}
+settings.register_profile("ci", max_examples=5, **_COMMON)
 settings.register_profile("fast", max_examples=2, **_COMMON)
 settings.load_profile(os.environ.get("TOPIC_LINEAGE_HYPOTHESIS", "ci"))
+# An incremental example is several builds through the store: a third as many examples.
+INCREMENTAL_EXAMPLES = max(1, settings.default.max_examples // 3)
 
 # Small thresholds so that histories of a few topics are held often; both are configurable.
 POLICY = inc.HoldPolicy(ratio=0.5, min_count=2)
@@ -136,6 +137,7 @@ def test_full_refresh_equals_the_reference(spark, ingested):
 
 
 @pytest.mark.slow
+@settings(max_examples=INCREMENTAL_EXAMPLES)
 @given(histories(), st.integers(2, 4), st.randoms(use_true_random=False))
 def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingested, batches, order):
     """R5: ingested in random batches in random order, an incremental build after each, the
