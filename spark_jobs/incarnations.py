@@ -4,13 +4,19 @@ Input is the snapshot store's rows (schema ``tables.SNAPSHOT_STORE_DDL``: one ro
 snapshot; an empty snapshot is one marker row with ``topic_name`` NULL). Output are the three
 contract tables. :mod:`spark_jobs.build` does the reading and writing.
 
-The rules (contract R1-R6) as this module applies them, per cluster, in ``captured_at`` order:
+The rules (contract R1-R6) as this module applies them, per cluster, in ``captured_at`` order.
+Their executable specification is :mod:`topic_lineage.reference` (a plain-Python fold); the
+property tests check that this module equals it row for row.
 
 1. **Identity.** An observation with a topic ID belongs to the incarnation of that ID. An ID-less
    observation of name N is *resolved* to an ID when one is adjacent to it among the observations
-   of N with no complete snapshot in between (a complete snapshot lacking N may have deleted it):
-   the last ID seen for N before it, or else the next ID seen for N if that is the ID's very
-   first appearance (R4, ``id_assigned``). Otherwise it is keyed by ``(cluster_id, name)``.
+   of N with nothing in between that could have ended it: no complete snapshot that is not held,
+   and not two complete snapshots (a held one and its confirmation); a held snapshot alone ends
+   nothing (issue #12). It takes the last ID seen for N before it, or else the next ID seen for N
+   if that is the ID's very first appearance (R4, ``id_assigned``). Otherwise it is keyed by
+   ``(cluster_id, name)``. Holds are decided first (pass 1, segments broken at every complete
+   snapshot: the hold counts do not depend on it), then everything else (pass 2). Two names
+   carrying one ID in one snapshot: the first in name order is the ID's observation.
 2. **Gaps.** After each observation of an incarnation comes a gap until its next observation (or
    forever). The gap is *closed* (the incarnation ends) at the earliest of
    - the first complete snapshot in the gap, when that snapshot is not held, or when a second
