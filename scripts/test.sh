@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (installs first when needed). Extra arguments go to pytest.
+#   bash scripts/test.sh          the whole suite (CI); property tests with the `ci` Hypothesis profile
+#   bash scripts/test.sh --fast   the development tier: no `slow` tests, property tests with the
+#                                 `fast` profile (fewer examples)
 set -euo pipefail
+fast=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  export TOPIC_LINEAGE_HYPOTHESIS=fast
+  fast=(-m "not slow")
+fi
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 # The Data Docs and UI browser tests drive Debian's headless Chromium.
@@ -10,4 +19,4 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
     || echo "could not install chromium: browser tests will fail" >&2
 fi
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest "${fast[@]}" "$@"

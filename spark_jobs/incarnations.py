@@ -4,13 +4,19 @@ Input is the snapshot store's rows (schema ``tables.SNAPSHOT_STORE_DDL``: one ro
 snapshot; an empty snapshot is one marker row with ``topic_name`` NULL). Output are the three
 contract tables. :mod:`spark_jobs.build` does the reading and writing.
 
-The rules (contract R1-R6) as this module applies them, per cluster, in ``captured_at`` order:
+The rules (contract R1-R6) as this module applies them, per cluster, in ``captured_at`` order.
+Their executable specification is :mod:`topic_lineage.reference` (a plain-Python fold); the
+property tests check that this module equals it row for row.
 
 1. **Identity.** An observation with a topic ID belongs to the incarnation of that ID. An ID-less
    observation of name N is *resolved* to an ID when one is adjacent to it among the observations
-   of N with no complete snapshot in between (a complete snapshot lacking N may have deleted it):
-   the last ID seen for N before it, or else the next ID seen for N if that is the ID's very
-   first appearance (R4, ``id_assigned``). Otherwise it is keyed by ``(cluster_id, name)``.
+   of N with nothing in between that could have ended it: no complete snapshot that is not held,
+   and not two complete snapshots (a held one and its confirmation); a held snapshot alone ends
+   nothing (issue #12). It takes the last ID seen for N before it, or else the next ID seen for N
+   if that is the ID's very first appearance (R4, ``id_assigned``). Otherwise it is keyed by
+   ``(cluster_id, name)``. Holds are decided first (pass 1, segments broken at every complete
+   snapshot: the hold counts do not depend on it), then everything else (pass 2). Two names
+   carrying one ID in one snapshot: the first in name order is the ID's observation.
 2. **Gaps.** After each observation of an incarnation comes a gap until its next observation (or
    forever). The gap is *closed* (the incarnation ends) at the earliest of
    - the first complete snapshot in the gap, when that snapshot is not held, or when a second
@@ -203,17 +209,25 @@ def derive(
         return frame.join(F.broadcast(run_pos), on=[t.CLUSTER_ID, t.CAPTURED_AT], how="inner")
 
     # New observations shrink to the ends of their runs before anything else; seeds join them.
+    # Persisted: both passes below read them.
     new = _collapse_runs(positioned(_new_observations(store_rows)))
-    rows = _resolve_identity(new.unionByName(positioned(_seed_rows(state)), allowMissingColumns=True))
-    # Persisted: the hold counts and the rest of the derivation both read these rows.
-    gapped = _gaps(rows, completes).persist()
+    observed = new.unionByName(positioned(_seed_rows(state)), allowMissingColumns=True).persist()
     # A seed that is not its identity's last one (a name's last observation) only served the
-    # name windows above; versions continue from the identity's last seed.
+    # name windows; versions continue from the identity's last seed.
     name_only = F.col("_is_seed") & F.coalesce(F.col("_next_is_seed"), F.lit(False))
+
+    # Pass 1, the hold (R3): identity segments broken at every complete snapshot. The per-
+    # snapshot counts do not depend on whether an ID-less observation after a held snapshot
+    # joins the name's previous incarnation or starts its own: either way it is one identity
+    # seen after the held snapshot, and the earlier one lacked from it.
+    undecided = ranked.withColumn(t.HELD, F.lit(None).cast("boolean"))
+    provisional = _gaps(_resolve_identity(_with_closing_positions(observed, undecided)), completes)
+    runs_out = _hold(ranked, provisional.filter(~name_only), policy).persist()
+
+    # Pass 2, everything else: segments broken only where something could end an incarnation.
+    gapped = _gaps(_resolve_identity(_with_closing_positions(observed, runs_out)), completes).persist()
     name_only_seeds = gapped.filter(name_only)
     rows = gapped.filter(~name_only)
-
-    runs_out = _hold(ranked, rows, policy)
     held_at = runs_out.select(
         t.CLUSTER_ID, F.col(t.CAPTURED_AT).alias("_c1"), F.col(t.HELD).alias("_c1_held")
     )
@@ -232,13 +246,34 @@ def derive(
         snapshot_runs=_ddl_select(runs_out, t.SNAPSHOT_RUNS_DDL),
         topic_incarnations=incarnations,
         state=state_out,
-        cached=(ranked, gapped, rows),
+        cached=(ranked, observed, runs_out, gapped, rows),
     )
 
 
+def _with_closing_positions(rows: DataFrame, runs: DataFrame) -> DataFrame:
+    """``_ncc_upto`` / ``_ncc_before``: positions of the rows' snapshots among the complete
+    snapshots that close by themselves (not held). Before the holds are known (``held`` NULL)
+    every complete snapshot counts."""
+    w_order = Window.partitionBy(t.CLUSTER_ID).orderBy(t.CAPTURED_AT)
+    closes = (F.col(t.COMPLETE) & ~F.coalesce(F.col(t.HELD), F.lit(False))).cast("int")
+    positions = runs.select(t.CLUSTER_ID, t.CAPTURED_AT, closes.alias("_closes")).withColumn(
+        "_ncc_upto", F.sum("_closes").over(w_order.rowsBetween(_UNBOUNDED, _CURRENT))
+    ).select(t.CLUSTER_ID, t.CAPTURED_AT, "_ncc_upto", (F.col("_ncc_upto") - F.col("_closes")).alias("_ncc_before"))
+    return rows.join(F.broadcast(positions), on=[t.CLUSTER_ID, t.CAPTURED_AT], how="inner")
+
+
 def _new_observations(store_rows: DataFrame) -> DataFrame:
-    """The store's observations (without empty-snapshot markers), as derive() reads them."""
-    return store_rows.filter(F.col(t.TOPIC_NAME).isNotNull()).select(
+    """The store's observations (without empty-snapshot markers), as derive() reads them.
+
+    Shared IDs (two names carrying one ID in one snapshot, a broker bug of the KAFKA-19383
+    family): only the first name in name order is the ID's observation. ``topic_snapshots``
+    keeps both, as observed; this choice only makes the derivation deterministic (R5), whatever
+    the order or batching of ingestion, and the gate refuses to publish such snapshots."""
+    first_name = Window.partitionBy(t.CLUSTER_ID, t.CAPTURED_AT, t.TOPIC_ID).orderBy(t.TOPIC_NAME)
+    observed = store_rows.filter(F.col(t.TOPIC_NAME).isNotNull())
+    observed = observed.withColumn("_name_rank", F.row_number().over(first_name))
+    observed = observed.filter(F.col(t.TOPIC_ID).isNull() | (F.col("_name_rank") == 1))
+    return observed.select(
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.TOPIC_NAME, t.TOPIC_ID,
         t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL, t.ERROR,
         F.lit(False).alias("_is_seed"),
@@ -263,8 +298,8 @@ def _seed_rows(state: DataFrame) -> DataFrame:
         F.col(FIRST_SEEN_AT).alias("_seed_first_seen_at"),
         F.col(DELETED_AT).alias("_seed_deleted_at"),
         F.col("displaced_at").alias("_seed_displaced_at"),
-        # Seeds are never collapsed; their segment starts are decided among the kept rows.
-        F.lit(None).cast("int").alias("_seg_start"),
+        # Seeds are never part of a run.
+        F.lit(False).alias("_run_prev"),
         F.lit(False).alias("_run_next"),
     )
 
@@ -273,10 +308,16 @@ def _seed_rows(state: DataFrame) -> DataFrame:
 _RUN_KEY = (t.TOPIC_ID, t.CLUSTER_ALIAS, t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL)
 
 
-def _complete_since_previous(w_name: Window) -> F.Column:
-    """1 when a complete snapshot lies between the name's previous row and this one, 0 when
-    none does, NULL for its first row (positions from the runs: ``_cc_before``/``_cc_upto``)."""
-    return (F.col("_cc_before") > F.lag("_cc_upto").over(w_name)).cast("int")
+def _closing_since_previous(w_name: Window) -> F.Column:
+    """1 when the snapshots between the name's previous row and this one may have ended its
+    incarnation by absence, 0 when not, NULL for its first row. Every complete snapshot there
+    lacks the name; it ends the incarnation when one of them is not held (``_ncc_*``: positions
+    among the *closing* complete snapshots), or when there are two (a held one and its
+    confirmation, R3). A held snapshot alone establishes nothing (issue #12: an ID-less describe
+    error after a held snapshot is still the same topic)."""
+    closing = F.col("_ncc_before") > F.lag("_ncc_upto").over(w_name)
+    confirmed = (F.col("_cc_before") - F.lag("_cc_upto").over(w_name)) >= 2
+    return (closing | confirmed).cast("int")
 
 
 def _collapse_runs(rows: DataFrame) -> DataFrame:
@@ -286,12 +327,12 @@ def _collapse_runs(rows: DataFrame) -> DataFrame:
     same identity. What depends on it is carried by two columns:
 
     - ``_run_next``: the name's next observation (kept or not) continues the run: no gap;
-    - ``_seg_start``: the name's identity segments (computed here, over every observation).
+    - ``_run_prev``: this observation continues a run (so no identity segment starts here).
 
     A stable topic seen in 1,000 snapshots becomes two rows: the rest of the derivation works
     on the changes, not on the history (this is one sort of the observations, the only one).
     ``rows`` are new observations only: a seed is never part of a run, and the segment start
-    of a name's first new observation (NULL here) is decided next to its seed, if any.
+    of a name's first new observation is decided next to its seed, if any.
     """
     w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
     rows = rows.withColumn("_plain", F.col(t.ERROR).isNull())
@@ -302,13 +343,8 @@ def _collapse_runs(rows: DataFrame) -> DataFrame:
             same = same & shift(column).over(w_name).eqNullSafe(F.col(column))
         return F.coalesce(same, F.lit(False))
 
-    # Segments: stretches of observations of one name with no complete snapshot in between.
-    rows = (
-        rows.withColumn("_seg_start", _complete_since_previous(w_name))
-        .withColumn("_run_prev", same_as(F.lag, -1))
-        .withColumn("_run_next", same_as(F.lead, 1))
-    )
-    return rows.filter(~(F.col("_run_prev") & F.col("_run_next"))).drop("_run_prev", "_plain")
+    rows = rows.withColumn("_run_prev", same_as(F.lag, -1)).withColumn("_run_next", same_as(F.lead, 1))
+    return rows.filter(~(F.col("_run_prev") & F.col("_run_next"))).drop("_plain")
 
 
 def _resolve_identity(rows: DataFrame) -> DataFrame:
@@ -317,12 +353,14 @@ def _resolve_identity(rows: DataFrame) -> DataFrame:
     w_id = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_ID)
     rows = rows.withColumn("_id_first_at", F.when(tid.isNotNull(), F.min(t.CAPTURED_AT).over(w_id)))
 
-    # `_seg_start` comes from _collapse_runs (a run's removed interior has no complete snapshot
-    # between its observations, so the segments are those of every observation), except where
-    # the previous observation was not among the new ones: a seed's, or none.
+    # Segments: stretches of a name's observations that nothing could have ended in between.
+    # A run continues its segment (its removed interior has no snapshot between observations).
     w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
     rows = rows.withColumn(
-        "_seg_start", F.coalesce(F.col("_seg_start"), _complete_since_previous(w_name), F.lit(1))
+        "_seg_start",
+        F.when(F.col("_run_prev"), F.lit(0)).otherwise(
+            F.coalesce(_closing_since_previous(w_name), F.lit(1))
+        ),
     )
     rows = rows.withColumn("_seg", F.sum("_seg_start").over(w_name.rowsBetween(_UNBOUNDED, _CURRENT)))
 

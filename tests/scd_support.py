@@ -85,3 +85,44 @@ def expected_frame(spark, rows, ddl=t.TOPIC_INCARNATIONS_DDL):
     columns = t.ddl_columns(ddl)
     return spark.createDataFrame(pd.DataFrame(rows, columns=columns) if rows else [], schema=ddl) \
         if rows else spark.createDataFrame([], ddl)
+
+
+# --- comparing the Spark build with the plain-Python reference (topic_lineage.reference) ------
+_COMPARED = [c for c in t.ddl_columns(t.TOPIC_INCARNATIONS_DDL) if c not in ("incarnation_key", "topic_uuid")]
+_RUN_COLUMNS = ["cluster_id", "cluster_alias", "captured_at", "complete", "topic_count",
+                "error_topic_count", "held"]
+
+
+def _utc(value):
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)  # Spark collects naive UTC (conftest: session time zone UTC)
+    return value
+
+
+def incarnation_groups(rows) -> list:
+    """Incarnation rows as a sorted list of incarnations, each the tuple of its versions: the
+    ``incarnation_key`` compared as a grouping, not by value."""
+    groups: dict = {}
+    for row in rows:
+        row = row if isinstance(row, dict) else row.asDict()
+        groups.setdefault(row["incarnation_key"], []).append(
+            tuple(_utc(row[c]) for c in _COMPARED)
+        )
+    return sorted((tuple(sorted(versions, key=repr)) for versions in groups.values()), key=repr)
+
+
+def run_rows(rows) -> list:
+    out = []
+    for row in rows:
+        row = row if isinstance(row, dict) else row.asDict()
+        out.append(tuple(_utc(row[c]) for c in _RUN_COLUMNS))
+    return sorted(out, key=repr)
+
+
+def reference_tables(snapshots, policy=None):
+    """(runs, incarnation groups) of topic_lineage.reference for snapshots."""
+    from topic_lineage import reference
+
+    kwargs = {} if policy is None else {"ratio": policy.ratio, "min_count": policy.min_count}
+    runs, incarnations = reference.derive(snapshots, **kwargs)
+    return run_rows(runs), incarnation_groups(incarnations)

@@ -1,0 +1,119 @@
+"""Histories where the Spark build and the reference (topic_lineage.reference) once disagreed,
+or that pin a decision the contract leaves to us; each with its exact expected outcome.
+
+Every failure the property tests (tests/test_scd_properties.py) found is kept here as an
+explicit example, named for the bug.
+"""
+
+from __future__ import annotations
+
+import pytest
+from scd_support import (
+    at,
+    derive,
+    incarnation_groups,
+    key_for_id,
+    reference_tables,
+    run_rows,
+    snap,
+    tid,
+    topic,
+    version,
+)
+
+from spark_jobs.incarnations import HoldPolicy
+
+pytestmark = pytest.mark.spark
+
+SIX = "abcdef"
+
+
+def assert_spark_equals_reference(spark, snapshots, policy=None):
+    """Full refresh rows equal the reference's, incarnation_key compared as a grouping."""
+    derived = derive(spark, snapshots, policy)
+    runs, groups = reference_tables(snapshots, policy)
+    assert run_rows(derived.snapshot_runs.collect()) == runs
+    assert incarnation_groups(derived.topic_incarnations.collect()) == groups
+    return groups
+
+
+def test_describe_error_after_a_held_snapshot_is_the_same_topic(spark):
+    """Issue #12's reproduction: a held snapshot establishes nothing by itself, so an ID-less
+    describe error after it is still the topic last seen with an ID (R2): six live incarnations,
+    nothing deleted, no `reappeared`."""
+    ids = {name: tid(20 + i) for i, name in enumerate(SIX)}
+    history = [
+        snap(1, *[topic(n, ids[n]) for n in SIX]),
+        snap(2, topic("f", ids["f"])),  # a broken listing: 5 of 6 would close -> held
+        snap(3, topic("a", error="TOPIC_AUTHORIZATION_FAILED"), complete=False),
+        snap(4, *[topic(n, ids[n]) for n in SIX]),
+    ]
+    groups = assert_spark_equals_reference(spark, history)
+    seen_a = {"first_seen": at(1), "last_seen": at(4)}
+    expected_a = version(key_for_id(ids["a"]), "a", ids["a"], 1, "created", at(1), None, **seen_a)
+    assert len(groups) == 6
+    assert all(len(versions) == 1 for versions in groups)
+    (versions_of_a,) = [g for g in groups if g[0][3] == "a"]
+    assert versions_of_a == ((
+        expected_a["cluster_id"], expected_a["cluster_alias"], ids["a"], "a", 1, "created", 3, 3,
+        False, at(1), None, True, at(1), at(4), None,
+    ),)
+    assert all(v[11] and v[14] is None for g in groups for v in g)  # current, never deleted
+
+
+# --- R3 boundaries: one cluster per case, all in one derivation -----------------------------
+def _mass_deletion(n: int, live: int, closing: int):
+    """A cluster with `live` topics, then a complete snapshot lacking `closing` of them."""
+    cluster = f"Qm91bmRhcnk{n:02d}AAAAAAAAA"[:22]
+    topics = [topic(f"t{i}", tid(40 + i)) for i in range(live)]
+    return cluster, [snap(0, *topics, cluster=cluster), snap(1, *topics[closing:], cluster=cluster)]
+
+
+def _held_by_case(spark, cases, policy):
+    clusters, history = {}, []
+    for n, (live, closing) in enumerate(cases):
+        cluster, snapshots = _mass_deletion(n, live, closing)
+        clusters[cluster] = (live, closing)
+        history += snapshots
+    derived = derive(spark, history, policy)
+    runs, _ = reference_tables(history, policy)
+    assert run_rows(derived.snapshot_runs.collect()) == runs  # the reference agrees
+    return {clusters[r[0]]: r[-1] for r in runs if r[2] == at(1)}
+
+
+def test_hold_boundaries_default_thresholds(spark):
+    """R3 with ratio 0.5 and min 5: more than half AND at least 5. Exactly half is not held
+    (`>` not `>=`), one more is; 4 of 4 is below the minimum, 5 of 5 (exactly the minimum) is
+    held ("at least 5")."""
+    held = _held_by_case(spark, [(10, 5), (10, 6), (4, 4), (5, 5), (9, 5)], HoldPolicy())
+    assert held == {(10, 5): False, (10, 6): True, (4, 4): False, (5, 5): True, (9, 5): True}
+
+
+def test_hold_thresholds_are_configurable(spark):
+    """The same shapes with ratio 0.25 and min 2: a quarter is not held, one more is; 2 of 2 is."""
+    held = _held_by_case(spark, [(8, 2), (8, 3), (2, 2), (1, 1), (10, 5)], HoldPolicy(0.25, 2))
+    assert held == {(8, 2): False, (8, 3): True, (2, 2): True, (1, 1): False, (10, 5): True}
+
+
+# --- found by the property tests ------------------------------------------------------------
+def test_shared_id_is_resolved_by_name_order(spark):
+    """Found by test_full_refresh_equals_the_reference: two names carrying one ID in one snapshot
+    (`b` and `d` both with X) made the Spark windows (ordered by time only) pick an arbitrary
+    row, and the hold count of a later snapshot differed run to run. Decided: the first name in
+    name order is the ID's observation (`b`); `d`'s own incarnation Y is then lacking from those
+    snapshots like any absent topic. Equal to the reference, so deterministic."""
+    X, Y, W = tid(1), tid(2), tid(3)
+    history = [
+        snap(0, topic("b", X), topic("d", Y), topic("e", W)),
+        snap(1, topic("b", error="TOPIC_AUTHORIZATION_FAILED"),
+             topic("d", error="TOPIC_AUTHORIZATION_FAILED"), topic("e", W)),
+        snap(2, topic("b", X), topic("d", X), topic("e", W)),
+        snap(3),  # an empty complete listing: held
+        snap(4, topic("b", X), topic("d", X), topic("e", W)),
+        snap(5, topic("b", X)),
+        snap(6, topic("b", X), topic("d", Y), topic("e", W)),
+    ]
+    policy = HoldPolicy(0.5, 2)
+    groups = assert_spark_equals_reference(spark, history, policy)
+    x_versions = next(g for g in groups if g[0][2] == X)
+    assert [(v[3], v[5]) for v in x_versions] == [("b", "created")]
