@@ -269,6 +269,12 @@ SNAPSHOT_CASES = {
         [topic_snapshot()],
         [topic_snapshot(topic_id=ZERO_UUID)],
     ),
+    s.SNAPSHOT_IDS_NOT_SHARED: (
+        # one ID under one name at each instant; the same name again later is fine
+        [topic_snapshot(), topic_snapshot(captured_at=at(2)),
+         topic_snapshot(topic_name="payments", topic_id=ID_B)],
+        [topic_snapshot(), topic_snapshot(topic_name="orders-copy")],
+    ),
 }
 
 
@@ -283,6 +289,17 @@ def test_topic_snapshot_expectation_passes_and_fails(snapshot_verdicts, name):
     by_case, failed_on_passing_rows = snapshot_verdicts
     assert failed_on_passing_rows == set()
     assert by_case[name] == {name}
+
+
+def test_shared_id_failure_names_both_names_and_the_id(spark, tl_home):
+    """Contract, "Shared IDs": the gate refuses to publish, naming both names and the ID."""
+    rows = [topic_snapshot(), topic_snapshot(topic_name="orders-copy")]
+    result = validate_frames(spark, {t.TOPIC_SNAPSHOTS: frame(spark, t.TOPIC_SNAPSHOTS, rows)},
+                             version="v-shared", config=DEFAULT, now=NOW)
+    assert not result.success
+    assert result.failed_names == [s.SNAPSHOT_IDS_NOT_SHARED]
+    text = result.report()
+    assert f"topic_id={ID_A}" in text and "topic_name=orders, orders-copy" in text
 
 
 def test_every_expectation_has_a_case():

@@ -95,6 +95,27 @@ def _utc_literal(value: Any) -> str:
     return "TIMESTAMP '" + moment.strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
 
 
+# --- topic_snapshots ---------------------------------------------------------------------------
+class ExpectObservedTopicIdsToBeUniquePerSnapshot(gxe.UnexpectedRowsExpectation):
+    """No snapshot shows two names carrying one topic ID (contract, "Shared IDs").
+
+    Such a snapshot (a broker bug of the KAFKA-19383 family) is stored as observed and the build
+    stays deterministic, but nothing built from it is published: the offending row names the
+    cluster, the instant, the ID and every name that carried it.
+    """
+
+    unexpected_rows_query: str = (
+        f"SELECT {t.CLUSTER_ID}, {t.CAPTURED_AT}, {t.TOPIC_ID}, "
+        f"array_join(sort_array(collect_list({t.TOPIC_NAME})), ', ') AS {t.TOPIC_NAME}, "
+        f"count(*) AS names FROM {{batch}} WHERE {t.TOPIC_ID} IS NOT NULL "
+        f"GROUP BY {t.CLUSTER_ID}, {t.CAPTURED_AT}, {t.TOPIC_ID} HAVING count(*) > 1"
+    )
+    description: str = (
+        "No snapshot shows two topic names carrying one topic ID: a Kafka topic ID names one "
+        "topic (a broker bug of the KAFKA-19383 family otherwise)."
+    )
+
+
 class _ParametrisedRowsExpectation(gxe.UnexpectedRowsExpectation):
     """An UnexpectedRowsExpectation whose query is derived from its own (suite-parameter) fields.
 

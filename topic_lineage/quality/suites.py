@@ -43,6 +43,7 @@ ERROR_SHARE_BELOW_LIMIT = "error topics per snapshot below the configured share"
 
 SNAPSHOT_IDS_CANONICAL = "observed topic IDs are canonical"
 SNAPSHOT_IDS_NOT_RESERVED = "observed topic IDs are never reserved"
+SNAPSHOT_IDS_NOT_SHARED = "no two names carry one topic ID in a snapshot"
 
 WARNINGS = frozenset({NEWEST_SNAPSHOT_FRESH, ERROR_SHARE_BELOW_LIMIT})
 """Expectations of warning severity: reported wherever a failure is, never block a publish."""
@@ -154,8 +155,11 @@ def snapshot_run_expectations() -> list:
 
 
 def topic_snapshot_expectations() -> list:
-    """Checks on ``topic_snapshots``: the observed IDs are canonical and never reserved."""
+    """Checks on ``topic_snapshots``: the observed IDs are canonical, never reserved, and never
+    carried by two names in one snapshot."""
     import great_expectations.expectations as gxe
+
+    from topic_lineage.quality import custom_expectations as cx
 
     return [
         gxe.ExpectColumnValuesToMatchRegex(
@@ -170,6 +174,7 @@ def topic_snapshot_expectations() -> list:
             meta=_meta(SNAPSHOT_IDS_NOT_RESERVED),
             description="No observed topic_id is a reserved ID (the store keeps NULL for 'no ID').",
         ),
+        cx.ExpectObservedTopicIdsToBeUniquePerSnapshot(meta=_meta(SNAPSHOT_IDS_NOT_SHARED)),
     ]
 
 
