@@ -254,6 +254,19 @@ def test_clusters_list(client):
     assert summary["prod-us"]["incarnations"] == 1
 
 
+def test_status_shows_a_forced_publish_of_the_published_version(client):
+    """Issue #14: a publish past the gate (``publish V --force --reason``) is visible in the UI's
+    status, from the version's manifest; a version published through the gate has none."""
+    from topic_lineage import warehouse as wh
+
+    assert get(client, "/api/status").json()["forced"] == []
+    entry = {"reason": "gate outage, approved by on-call", "by": "alice",
+             "at": "2026-11-10T00:00:00Z"}
+    wh.write_manifest("v0001", {"version": "v0001", "status": "published", "forced": [entry]})
+    forced = get(client, "/api/status").json()["forced"]
+    assert [(f["reason"], f["by"]) for f in forced] == [(entry["reason"], "alice")]
+
+
 # --- names are data -------------------------------------------------------------------------
 def test_sql_looking_name_is_data(client):
     body = get(client, "/api/search", q=EVIL_NAME).json()

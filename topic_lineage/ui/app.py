@@ -130,6 +130,7 @@ def create_app(
             "published_version": loaded.version,
             "row_counts": loaded.row_counts,
             "gate": gate.latest_result(loaded.version),
+            "forced": gate.forced_publishes(loaded.version),
         }
 
     @app.get("/api/clusters")

@@ -108,3 +108,18 @@ def latest_result(published_version: str | None = None) -> dict[str, Any]:
         log.warning("cannot read the gate log %s: %s", quality_context.gate_log(), exc)
         records = []
     return result_for(published_version, records)
+
+
+def forced_publishes(published_version: str | None) -> list[dict[str, Any]]:
+    """The audit trail of ``topic-lineage publish V --force --reason TEXT`` on the published
+    version (its manifest's ``forced`` list: reason, by, at, ...), oldest first; empty when it
+    was published through the gate alone or has no manifest."""
+    from topic_lineage import warehouse
+
+    if published_version is None:
+        return []
+    try:
+        return list(warehouse.read_manifest(published_version).get("forced") or [])
+    except warehouse.WarehouseError as exc:
+        log.info("no manifest for the published version: %s", exc)
+        return []

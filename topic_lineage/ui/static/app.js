@@ -113,10 +113,23 @@ async function loadStatus() {
       ? `Published version ${status.published_version} · ${counts.topic_incarnations || 0} incarnation rows`
       : "No published version yet: run a build (topic-lineage build) to publish the tables.";
     renderGate(status.gate);
+    renderForced(status.forced || []);
   } catch (error) {
     statusBox.textContent = error.message;
     statusBox.classList.add("error");
   }
+}
+
+function renderForced(forced) {
+  // A version published past the gate (topic-lineage publish V --force --reason TEXT) says so.
+  const old = document.getElementById("gate-forced");
+  if (old) old.remove();
+  if (!forced.length) return;
+  const last = forced[forced.length - 1];
+  document.getElementById("gate").append(el("div", { class: "forced", id: "gate-forced" },
+    el("span", { class: "badge bad" }, "published by FORCE, past the quality gate"), " ",
+    el("span", { class: "warning-text" },
+      `reason: ${last.reason || "?"} · by ${last.by || "?"} · ${fmt(last.at)}`)));
 }
 
 function renderGate(result) {
