@@ -295,12 +295,18 @@ def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment
         assert task_states(api, SNAPSHOT_DAG, run["dag_run_id"])["capture"] == "skipped"
     for run in build_done:
         states = task_states(api, BUILD_DAG, run["dag_run_id"])
-        assert states["build"] == states["validate"] == "success", states
-        assert states["publish"] in ("success", "skipped"), states
+        if states["build"] == "skipped":  # nothing new since the published version (noop.py)
+            assert states["validate"] == states["publish"] == "skipped", states
+        else:
+            assert states["build"] == states["validate"] == "success", states
+            assert states["publish"] in ("success", "skipped"), states
+        assert states["health"] == "success", states  # the gate warned about nothing
     # captured_at is always the real capture time: the backfills dated nothing in the past
     assert all(r["captured_at"] > deployment["started_at"] for r in store.read_runs())
     assert scheduler_healthy(api)
-    assert api.json(f"/api/v2/backfills/{build_backfill['id']}")["completed_at"] is not None
+    # the scheduler marks a backfill completed in a later loop, after its last run ended
+    wait_for(lambda: api.json(f"/api/v2/backfills/{build_backfill['id']}")["completed_at"],
+             120, "the scheduler to mark the backfill completed", interval=5)
 
     # Wait for any asset-triggered build, then check the published table.
     wait_for(lambda: all(r["state"] in ("success", "failed") for r in dag_runs(api, BUILD_DAG)),
