@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gate_support import build_and_publish
 from scd_support import snap, tid, topic
 
 from topic_lineage import noop, store
@@ -32,11 +33,10 @@ def versions() -> list[str]:
 
 
 def test_unchanged_store_is_a_no_op_without_a_jvm_and_any_change_builds(tl_home, spark):
-    from topic_lineage.pipeline import run_build
 
     store.save_all([snap(0, topic("orders", tid(1))), snap(1, topic("orders", tid(1), partitions=6))],
                    "import:jsonl")
-    first = run_build(spark, validate=None)
+    first = build_and_publish(spark)
     manifest = wh.read_manifest(first.version)
     assert manifest[noop.FINGERPRINT_KEY]
 
@@ -53,7 +53,7 @@ def test_unchanged_store_is_a_no_op_without_a_jvm_and_any_change_builds(tl_home,
     store.save(snap(2, topic("orders", tid(1), partitions=6), topic("payments", tid(2))))
     assert not noop.decide(0.5, 5).noop
     assert cli_build_without_java(tl_home).returncode != 0
-    second = run_build(spark, validate=None)
+    second = build_and_publish(spark)
     assert noop.decide(0.5, 5).noop
 
     # ... and a quarantined one too (the set shrank), even though nothing was added.
@@ -73,10 +73,9 @@ def test_unchanged_store_is_a_no_op_without_a_jvm_and_any_change_builds(tl_home,
 
 def test_a_version_without_fingerprint_is_never_a_no_op(tl_home, spark):
     """Versions built before fingerprints existed: the first build after an upgrade is real."""
-    from topic_lineage.pipeline import run_build
 
     store.save(snap(0, topic("orders", tid(1))), "live")
-    built = run_build(spark, validate=None)
+    built = build_and_publish(spark)
     manifest = wh.read_manifest(built.version)
     del manifest[noop.FINGERPRINT_KEY]
     wh.write_manifest(built.version, manifest)

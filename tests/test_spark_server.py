@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gate_support import build_and_publish
 from scd_support import snap, tid, topic
 
 from topic_lineage import spark_server, store
@@ -32,12 +33,11 @@ def query(home: Path, *args: str, java: bool = True) -> subprocess.CompletedProc
 
 
 def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, monkeypatch):
-    from topic_lineage.pipeline import run_build
 
     monkeypatch.setenv(spark_server.PORT_ENV, str(free_port()))
     monkeypatch.setenv("TOPIC_LINEAGE_DRIVER_MEMORY", "1g")  # the server's heap, not this JVM's
     store.save(snap(0, topic("orders", tid(1))), "live")
-    run_build(spark, validate=None)
+    build_and_publish(spark)
 
     assert spark_server.remote_url() is None
     state = spark_server.start()
@@ -52,7 +52,7 @@ def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, mon
 
         # A new published version: the server's tables follow it.
         store.save(snap(1, topic("orders", tid(1), partitions=6)), "live")
-        run_build(spark, validate=None)
+        build_and_publish(spark)
         second = query(tl_home, java=False)
         assert second.returncode == 0, second.stderr[-3000:]
         assert [r["partition_count"] for r in json.loads(second.stdout)] == [3, 6]
