@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from gate_support import publish_passed
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from scd_support import (
@@ -155,7 +156,7 @@ def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingeste
         for start, end in zip([0, *cuts], [*cuts, len(ingested)]):
             store.save_all(ingested[start:end], "import:jsonl")
             info = build_version(spark, policy=POLICY)
-            wh.publish(info.version)
+            publish_passed(info.version)  # the gate is not the subject here
         read = lambda table: spark.read.parquet(str(wh.version_path(info.version, table))).collect()
         _assert_equal(read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), ingested)
     finally:
