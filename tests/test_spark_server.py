@@ -15,6 +15,7 @@ from scd_support import snap, tid, topic
 
 from topic_lineage import spark_server, store
 from topic_lineage import warehouse as wh
+from topic_lineage.fsutil import pid_alive
 from topic_lineage.local_broker import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -62,7 +63,7 @@ def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, mon
     finally:
         assert spark_server.stop()
     assert spark_server.remote_url() is None
-    assert not spark_server._alive(state["pid"])
+    assert not pid_alive(state["pid"])
     # Without the server, the query starts its own local Spark and answers the same.
     local = query(tl_home)
     assert local.returncode == 0, local.stderr[-3000:]

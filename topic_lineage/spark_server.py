@@ -25,6 +25,7 @@ from pathlib import Path
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import pid_alive
 
 REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
 PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
@@ -47,20 +48,6 @@ def _spark_submit() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _answers(port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout):
@@ -74,7 +61,7 @@ def _state() -> dict | None:
         state = json.loads(_state_path().read_text())
     except (OSError, ValueError):
         return None
-    return state if _alive(int(state.get("pid", 0))) else None
+    return state if pid_alive(int(state.get("pid", 0))) else None
 
 
 def remote_url() -> str | None:
@@ -164,9 +151,9 @@ def stop(timeout_s: float = 30) -> bool:
         except (ProcessLookupError, PermissionError):
             return True
         deadline = time.monotonic() + wait
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.3)
-        if not _alive(pid):
+        if not pid_alive(pid):
             return True
     return True
 

@@ -33,6 +33,7 @@ from topic_lineage import airflow_tasks as at
 from topic_lineage import local_postgres as pg
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import pid_alive
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
 STATE_FILE = "topic-lineage-airflow.json"
@@ -381,7 +382,7 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
         except OSError:
             pass
         for name, pid in pids.items():
-            if not _alive(pid):
+            if not pid_alive(pid):
                 stop()
                 raise AirflowSetupError(f"Airflow {name} exited at start; see {logs / name}.out")
         time.sleep(2)
@@ -389,25 +390,11 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
     raise AirflowSetupError(f"Airflow API did not answer on {url} within {wait_s:g}s; see {logs}")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of this process is not alive
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _running_pids() -> dict[str, int]:
     path = _pids_path()
     if not path.exists():
         return {}
-    return {name: pid for name, pid in json.loads(path.read_text()).items() if _alive(pid)}
+    return {name: pid for name, pid in json.loads(path.read_text()).items() if pid_alive(pid)}
 
 
 def stop(timeout_s: float = 30) -> list[str]:
@@ -426,7 +413,7 @@ def _stop_components(timeout_s: float) -> list[str]:
         except (ProcessLookupError, PermissionError):
             pass
     deadline = time.monotonic() + timeout_s
-    while any(_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
+    while any(pid_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.5)
     for pid in pids.values():
         try:
@@ -534,7 +521,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.detach:
         return 0
     try:
-        while all(_alive(pid) for pid in pids.values()):
+        while all(pid_alive(pid) for pid in pids.values()):
             time.sleep(2)
         print("an Airflow component exited; stopping the others", file=sys.stderr)
         return 1
