@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_ui_browser import Browser, process_group, wait_for
+from test_ui_browser import chromium, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(2400)]
 
@@ -170,16 +170,8 @@ def browser(tmp_path):
             "--disable-extensions", f"--remote-debugging-port={port}",
             "--remote-debugging-address=127.0.0.1", f"--user-data-dir={tmp_path / 'chromium'}",
             "about:blank"]
-    with process_group(args, os.environ.copy(), tmp_path / "chromium.log"):
-        def endpoint():
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=5) as r:
-                return json.load(r)["webSocketDebuggerUrl"]
-
-        page = Browser(wait_for(endpoint, 60, "Chromium's DevTools endpoint"))
-        try:
-            yield page
-        finally:
-            page.close()
+    with chromium(args, port, tmp_path) as page:
+        yield page
 
 
 NAV_ENTRY = """[...document.querySelectorAll('a, button')].find(e =>

@@ -226,13 +226,10 @@ def test_data_docs_paths_in_the_api_server_are_4xx_never_500(airflow_server):
     assert http_status(docs + "gate_runs.jsonl", auth) == 404
 
 
-@pytest.fixture
-def browser(tmp_path):
-    port = free_port()
-    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-            f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-            f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"]
+@contextlib.contextmanager
+def chromium(args: list[str], port: int, tmp_path: Path):
+    """Headless Chromium started with ``args`` (its DevTools on ``port``), as a :class:`Browser`;
+    killed with its process group at the end."""
     with process_group(args, os.environ.copy(), tmp_path / "chromium.log"):
         def endpoint():
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=5) as r:
@@ -243,6 +240,17 @@ def browser(tmp_path):
             yield page
         finally:
             page.close()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    port = free_port()
+    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+            f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
+            f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"]
+    with chromium(args, port, tmp_path) as page:
+        yield page
 
 
 def test_unauthenticated_requests_are_refused(airflow_server):

@@ -22,7 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 from gate_support import pass_gate
 from test_ui_api import AUTH, ORDERS_NEW, ORDERS_OLD, TOKEN, bearer_check
-from test_ui_browser import CHROMIUM, OUTPUT, Browser, free_port, process_group, wait_for
+from test_ui_browser import CHROMIUM, OUTPUT, chromium, free_port, wait_for
 
 from topic_lineage import store
 from topic_lineage import warehouse as wh
@@ -105,16 +105,8 @@ def offline_chromium(tmp_path):
             "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
             f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
             f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"]
-    with process_group(args, os.environ.copy(), tmp_path / "chromium.log"):
-        def endpoint():
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=5) as r:
-                return json.load(r)["webSocketDebuggerUrl"]
-
-        browser = Browser(wait_for(endpoint, 60, "Chromium's DevTools endpoint"))
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium(args, port, tmp_path) as page:
+        yield page
 
 
 @pytest.mark.slow
