@@ -3,6 +3,9 @@
 #   bash scripts/test.sh          the whole suite (CI); property tests with the `ci` Hypothesis profile
 #   bash scripts/test.sh --fast   the development tier: no `slow` tests, property tests with the
 #                                 `fast` profile (fewer examples)
+# Test files are spread over $TOPIC_LINEAGE_TEST_WORKERS worker processes (default 2; pytest-xdist,
+# a file stays on one worker): much of the suite waits on Airflow, a broker or a browser, not on
+# the CPU. TOPIC_LINEAGE_TEST_WORKERS=0 runs everything in this process.
 set -euo pipefail
 fast=()
 if [ "${1:-}" = "--fast" ]; then
@@ -19,4 +22,9 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
     || echo "could not install chromium: browser tests will fail" >&2
 fi
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
-exec .venv/bin/python -m pytest "${fast[@]}" "$@"
+workers=${TOPIC_LINEAGE_TEST_WORKERS:-2}
+parallel=()
+if [ "$workers" != 0 ]; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
+exec .venv/bin/python -m pytest "${parallel[@]}" "${fast[@]}" "$@"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -32,14 +33,32 @@ def tl_home(tmp_path, monkeypatch):
     return home
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark():
-    """One local SparkSession for the whole run (2 cores, few shuffle partitions)."""
+    """A local SparkSession (2 cores, few shuffle partitions), shared by one test module."""
     from topic_lineage.spark import get_spark
 
-    session = get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
-    yield session
-    session.stop()
+    return get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_spark_context_per_module():
+    """Stop whatever SparkContext a module started (through the ``spark`` fixture or a task or
+    command run in-process), so the next module starts from an empty driver. The JVM stays (and
+    keeps its heap size), but everything a context accumulates over hundreds of builds (its
+    status stores, broadcasts, block manager, cached plans) goes: in one context for the whole
+    run, the 4 GiB heap filled up late in the suite and joins failed to broadcast."""
+    yield
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession
+    if session is not None:
+        session.stop()
+    elif SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,18 @@ DEFAULT_MASTER = "local[*]"
 DRIVER_MEMORY_ENV = "TOPIC_LINEAGE_DRIVER_MEMORY"
 DEFAULT_DRIVER_MEMORY = "2g"
 
+# The UI is off, but Spark's status listeners still keep every SQL execution (with its plan
+# description and metrics), job and stage in the driver's heap, 1,000 of each by default. A
+# derivation plan is large, so a long-lived driver (the Spark Connect server, a test session, a
+# demo) fills its heap with the history of queries nobody can look at: keep a few.
+STATUS_RETENTION = {
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "5000",
+    "spark.ui.dagGraph.retainedRootRDDs": "50",
+}
+
 
 def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None):
     """A SparkSession with UTC time, no UI, and partition-type inference off.
@@ -43,7 +55,7 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
-    for key, value in (conf or {}).items():
+    for key, value in {**STATUS_RETENTION, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -26,6 +26,7 @@ from pathlib import Path
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import pid_alive
+from topic_lineage.spark import STATUS_RETENTION
 
 REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
 PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
@@ -110,6 +111,7 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
         "spark.sql.shuffle.partitions": os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"),
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        **STATUS_RETENTION,  # a server lives for days: keep its heap for data
     }
     command = [_spark_submit(), "--class", SERVER_CLASS, "--master",
                os.environ.get("TOPIC_LINEAGE_SPARK_MASTER", "local[*]"), "--name",
