@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.run_all import PY, log, spark_env  # noqa: E402
+from tests.benchmarks.run_all import PY, log, spark_env
 
 WORKTREE = "WORKTREE"
 TABLES = ("snapshot_runs", "topic_incarnations", "_state")
@@ -75,7 +75,7 @@ def _build(package_root: Path, home: Path, version: str, *, full: bool, base: st
     env = spark_env(home, "local[*]")
     env["PYTHONPATH"] = f"{package_root}{os.pathsep}{ROOT}"
     started = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, env=env, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if proc.returncode:
         raise SystemExit(f"build {version} in {home} failed ({proc.returncode}):\n"
@@ -135,6 +135,7 @@ def main(argv=None) -> int:
             for i in rotated(rep):
                 log(f"full refresh {rep + 1}/{args.repeat}: {args.refs[i]}")
                 times["full"][i].append(_build(packages[i], homes[i], f"full-{rep}", full=True))
+                log(f"  {times['full'][i][-1]}")
         for home in homes:  # the new snapshot, the same file for every variant
             shutil.copytree(plus / "snapshots", home / "snapshots", dirs_exist_ok=True)
         for rep in range(args.repeat):
@@ -142,6 +143,7 @@ def main(argv=None) -> int:
                 log(f"incremental {rep + 1}/{args.repeat}: {args.refs[i]}")
                 times["incremental"][i].append(
                     _build(packages[i], homes[i], f"inc-{rep}", full=False, base="full-0"))
+                log(f"  {times['incremental'][i][-1]}")
 
         print(f"\n{args.topics} topics x {args.rounds} rounds (3 clusters): {observations} "
               f"observations; incremental: +1 snapshot ({new} observations); "
