@@ -47,7 +47,16 @@ incomplete snapshots, its end) instead of one per snapshot.
 Incremental builds feed :func:`derive` the new observations plus *seed* rows: the derived state
 of each identity's last observation and each name's last observation (:data:`STATE_DDL`), which
 is everything the rules above look at across a gap. Old snapshots' hold decisions come in with
-the runs (``held`` already set); new ones are computed.
+the runs (``held`` already set); new ones are computed. Seeds enter as observations
+(:func:`_seed_observations`); a seed that is only a name's last observation is marked in one
+stage (:func:`_mark_name_only_seeds`) and goes to the next state unchanged; the identity's last
+seed is where its versions, key and ``deleted_at`` continue from (the ``_seed_*`` columns).
+
+**Reading it.** :func:`derive` is a chain of stages, one per rule, listed with their rules above
+it; each is a ``DataFrame -> DataFrame`` function whose docstring names the rule it applies and
+whose final ``select`` is its schema contract (the column tuples ``_OBSERVED``,
+``_IDENTIFIED``, ``_GAPPED``, ``_CLOSED``, ``_VERSIONED``). The stages keep the order of the
+window partitionings (name, ID, identity, life), so that no stage adds a shuffle or a sort.
 """
 
 from __future__ import annotations

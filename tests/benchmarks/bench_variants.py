@@ -14,9 +14,10 @@ One seeded history (tests/benchmarks/datagen.py: ``--topics`` live topics over 3
 reads the same store. Then, interleaved (variant order rotated per repetition, so that no variant
 always runs first or last on a loaded machine):
 
-1. full refresh of the history (``--full-refresh``), ``--repeat`` times per variant;
-2. one new snapshot of one cluster is stored, then an incremental build on the first full
-   refresh, ``--repeat`` times per variant.
+``--repeat`` times: a full refresh of the history (``--full-refresh``) by each variant; then
+one new snapshot of one cluster is stored and each variant builds incrementally on its full
+refresh of this repetition; then the new snapshot is removed again. A run cut short still has
+whole repetitions.
 
 Times are the build's own (manifest ``seconds``: from reading the store to the written tables,
 without JVM start-up) and the process wall time; the table shows medians and ratios of each
@@ -131,19 +132,25 @@ def main(argv=None) -> int:
             order = list(range(len(args.refs)))
             return order[rep % len(order):] + order[:rep % len(order)]
 
+        extra = sorted(p.relative_to(plus) for p in (plus / "snapshots").rglob("*") if p.is_file()
+                       and not (template / p.relative_to(plus)).exists())
         for rep in range(args.repeat):
             for i in rotated(rep):
                 log(f"full refresh {rep + 1}/{args.repeat}: {args.refs[i]}")
                 times["full"][i].append(_build(packages[i], homes[i], f"full-{rep}", full=True))
                 log(f"  {times['full'][i][-1]}")
-        for home in homes:  # the new snapshot, the same file for every variant
-            shutil.copytree(plus / "snapshots", home / "snapshots", dirs_exist_ok=True)
-        for rep in range(args.repeat):
+            for home in homes:  # the new snapshot, the same file for every variant
+                for relative in extra:
+                    (home / relative).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(plus / relative, home / relative)
             for i in rotated(rep):
                 log(f"incremental {rep + 1}/{args.repeat}: {args.refs[i]}")
                 times["incremental"][i].append(
-                    _build(packages[i], homes[i], f"inc-{rep}", full=False, base="full-0"))
+                    _build(packages[i], homes[i], f"inc-{rep}", full=False, base=f"full-{rep}"))
                 log(f"  {times['incremental'][i][-1]}")
+            for home in homes:  # back to the history alone for the next full refresh
+                for relative in extra:
+                    (home / relative).unlink()
 
         print(f"\n{args.topics} topics x {args.rounds} rounds (3 clusters): {observations} "
               f"observations; incremental: +1 snapshot ({new} observations); "
