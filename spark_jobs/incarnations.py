@@ -332,7 +332,8 @@ def _snapshot_positions(runs: DataFrame) -> DataFrame:
         .withColumn("_snapshot_pos", F.row_number().over(w_time))
         .select(
             *t.ddl_columns(RUNS_IN_DDL),
-            *_POSITIONS[:2],
+            "_snapshot_pos",
+            "_completes_upto",
             (F.col("_completes_upto") - complete).alias("_completes_before"),
         )
     )
@@ -493,7 +494,7 @@ def _resolve_identity(rows: DataFrame) -> DataFrame:
         F.when(F.col("_resolved_id").isNotNull(), F.concat(F.lit("id:"), F.col("_resolved_id")))
         .otherwise(F.concat(F.lit("name:"), F.col(t.TOPIC_NAME)))
     )
-    return rows.select(*_IDENTIFIED[:-1], identity.alias("_identity"))
+    return rows.select(*_IDENTIFIED[:-1], identity.alias("_identity"))  # = _IDENTIFIED
 
 
 def _name_successors(rows: DataFrame) -> DataFrame:
@@ -560,7 +561,7 @@ def _gaps(rows: DataFrame, completes: DataFrame) -> DataFrame:
         F.when(name_taken, in_gap("_name_next_seen_at")),
     )
     return rows.select(
-        *_GAPPED[:-3],
+        *_GAPPED[:-3],  # and the last three of _GAPPED:
         in_gap("_first_at").alias("_first_complete_after"),
         in_gap("_second_at").alias("_second_complete_after"),
         displaced_at.alias("_displaced_at"),
@@ -645,7 +646,8 @@ def _close_gaps(rows: DataFrame, runs: DataFrame) -> DataFrame:
     )
     absence_closed_at = F.when(closes_by_absence, F.col("_first_complete_after"))
     return rows.select(
-        *_CLOSED[:-1], F.least(F.col("_displaced_at"), absence_closed_at).alias("_gap_closed_at")
+        *_CLOSED[:-1],  # and the last of _CLOSED:
+        F.least(F.col("_displaced_at"), absence_closed_at).alias("_gap_closed_at")
     )
 
 
@@ -753,7 +755,7 @@ def _incarnation_span(rows: DataFrame) -> DataFrame:
     w_life_all = Window.partitionBy(*_LIFE)
     first_seen = F.coalesce(F.col("_seed_first_seen_at"), F.col(t.CAPTURED_AT))
     return rows.select(
-        *_VERSIONED[:-3],
+        *_VERSIONED[:-3],  # and the last three of _VERSIONED:
         F.min(first_seen).over(w_life_all).alias(FIRST_SEEN_AT),
         F.max(t.CAPTURED_AT).over(w_life_all).alias(LAST_SEEN_AT),
         F.least(F.min("_seed_deleted_at").over(w_life_all), F.min("_gap_closed_at").over(w_life_all))
