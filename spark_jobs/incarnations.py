@@ -47,7 +47,16 @@ incomplete snapshots, its end) instead of one per snapshot.
 Incremental builds feed :func:`derive` the new observations plus *seed* rows: the derived state
 of each identity's last observation and each name's last observation (:data:`STATE_DDL`), which
 is everything the rules above look at across a gap. Old snapshots' hold decisions come in with
-the runs (``held`` already set); new ones are computed.
+the runs (``held`` already set); new ones are computed. Seeds enter as observations
+(:func:`_seed_observations`); a seed that is only a name's last observation is marked in one
+stage (:func:`_mark_name_only_seeds`) and goes to the next state unchanged; the identity's last
+seed is where its versions, key and ``deleted_at`` continue from (the ``_seed_*`` columns).
+
+**Reading it.** :func:`derive` is a chain of stages, one per rule, listed with their rules above
+it; each is a ``DataFrame -> DataFrame`` function whose docstring names the rule it applies and
+whose final ``select`` is its schema contract (the column tuples ``_OBSERVED``,
+``_IDENTIFIED``, ``_GAPPED``, ``_CLOSED``, ``_VERSIONED``). The stages keep the order of the
+window partitionings (name, ID, identity, life), so that no stage adds a shuffle or a sort.
 """
 
 from __future__ import annotations
@@ -173,6 +182,79 @@ def topic_snapshots(store_rows: DataFrame) -> DataFrame:
 
 
 # --- the derivation ---------------------------------------------------------------------------------
+# Stages, in order (each a DataFrame -> DataFrame function ending with a select, its schema
+# contract; the columns each hands on are the tuples below):
+#
+#   _snapshot_positions      runs: position among the cluster's snapshots and complete ones
+#   _new_observations        shared IDs: one observation per ID and snapshot (R5)
+#   _collapse_runs           the ends of each run of an unchanged topic (cost only)
+#   _seed_observations       incremental builds: the previous build's state as observations
+#   _with_closing_positions  positions among the complete snapshots that close by themselves (R2, R3)
+#   _with_id_first_seen      when each ID was first seen (R4)
+#   _identity_segments       stretches of a name that nothing could have ended (R2, R3, issue #12)
+#   _resolve_identity        identity of each observation (R1, R4)
+#   _name_successors         the name's next observation (R1 displacement) and run interiors
+#   _mark_name_only_seeds    incremental builds: seeds that only served the name windows
+#   _gaps                    evidence of absence and displacement after each observation (R2, R1)
+#   _hold                    the mass-deletion hold of each new complete snapshot (R3)
+#   _close_gaps              when each gap closes the incarnation (R2, R3, R1)
+#   _lives                   lives of an identity: a name-keyed one cannot reappear (R6, R4)
+#   _effective_attributes    a describe error keeps the attributes known before (R2)
+#   _versions                version numbers and change types (R6, R4)
+#   _version_starts          valid_from, alias and change type of each version
+#   _keys                    incarnation_key (R5)
+#   _incarnation_span        first_seen_at, last_seen_at, deleted_at (R3: earliest closing wins)
+#   _incarnation_rows / _next_state   the outputs
+
+_ATTRS = (t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL)
+
+# An observation as the rules read it.
+_OBSERVATION = (
+    t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.TOPIC_NAME, t.TOPIC_ID, *_ATTRS, t.ERROR,
+)
+# What a seed carries from the previous build (NULL on new observations): the derived state of
+# an identity's or a name's last observation (STATE_DDL), read where each rule continues from it.
+_SEED_STATE = (
+    "_seed_version_topic_id", "_seed_key", "_seed_version", "_seed_valid_from",
+    "_seed_change_type", "_seed_first_seen_at", "_seed_deleted_at", "_seed_displaced_at",
+)
+# Where an observation's snapshot lies in its cluster (from _snapshot_positions):
+# `_snapshot_pos` among all snapshots, `_completes_upto` / `_completes_before` the number of
+# complete snapshots up to and including it / strictly before it. "Is there a complete snapshot
+# strictly between a and b" becomes `_completes_before(b) > _completes_upto(a)`.
+_POSITIONS = ("_snapshot_pos", "_completes_upto", "_completes_before")
+# Run flags (from _collapse_runs): the name's previous / next observation is the same, unchanged
+# topic in the adjacent snapshot.
+_RUN_FLAGS = ("_same_run_as_prev", "_same_run_as_next")
+# What both passes start from: collapsed new observations and seeds.
+_OBSERVED = (*_OBSERVATION, "_is_seed", *_SEED_STATE, *_POSITIONS, *_RUN_FLAGS)
+# After identity resolution.
+_IDENTIFIED = (
+    *_OBSERVATION, "_is_seed", *_SEED_STATE, "_snapshot_pos", "_completes_upto",
+    "_same_run_as_next", "_resolved_id", "_identity",
+)
+# After _gaps: what the hold counts and the closing read.
+_GAPPED = (
+    *_OBSERVATION, "_is_seed", *_SEED_STATE, "_snapshot_pos", "_same_run_as_next",
+    "_run_interior_end_pos", "_resolved_id", "_identity", "_is_name_only_seed",
+    "_identity_prev_seen_at", "_identity_next_seen_at", "_is_last_of_name",
+    "_first_complete_after", "_second_complete_after", "_displaced_at",
+)
+# After _close_gaps: what the versions read.
+_CLOSED = (
+    *_OBSERVATION, "_is_seed", *_SEED_STATE, "_resolved_id", "_identity",
+    "_identity_prev_seen_at", "_identity_next_seen_at", "_is_last_of_name", "_displaced_at",
+    "_gap_closed_at",
+)
+# One life of an identity: an incarnation (an ID-less identity can have several, _lives).
+_LIFE = (t.CLUSTER_ID, "_identity", "_life")
+# What _incarnation_rows and _next_state read.
+_VERSIONED = (
+    *_CLOSED, "_life", "_version_topic_id", VERSION, "_version_from", "_version_alias",
+    "_version_change", INCARNATION_KEY, FIRST_SEEN_AT, LAST_SEEN_AT, DELETED_AT,
+)
+
+
 def derive(
     store_rows: DataFrame,
     runs: DataFrame,
@@ -189,77 +271,72 @@ def derive(
     if state is None:
         state = empty_frame(store_rows.sparkSession, STATE_DDL)
 
-    # Position of every snapshot among its cluster's complete snapshots: "is there a complete
-    # snapshot strictly between a and b" becomes cc_before(b) > cc_upto(a).
-    # `_pos`: the snapshot's position among all of its cluster's snapshots (runs of a topic).
     # Persisted: a few rows per snapshot, read by every output (else the store is rescanned).
-    w_order = Window.partitionBy(t.CLUSTER_ID).orderBy(t.CAPTURED_AT)
-    ranked = runs.withColumn(
-        "_cc_upto", F.sum(F.col(t.COMPLETE).cast("int")).over(w_order.rowsBetween(_UNBOUNDED, _CURRENT))
-    ).withColumn("_pos", F.row_number().over(w_order)).persist()
-    run_pos = ranked.select(
-        t.CLUSTER_ID, t.CAPTURED_AT, "_cc_upto", "_pos",
-        (F.col("_cc_upto") - F.col(t.COMPLETE).cast("int")).alias("_cc_before"),
-    )
+    ranked = _snapshot_positions(runs).persist()
+    positions = ranked.select(t.CLUSTER_ID, t.CAPTURED_AT, *_POSITIONS)
     completes = ranked.filter(F.col(t.COMPLETE)).select(
-        t.CLUSTER_ID, F.col("_cc_upto").alias("_rank"), F.col(t.CAPTURED_AT).alias("_ctime")
+        t.CLUSTER_ID,
+        F.col("_completes_upto").alias("_complete_rank"),
+        F.col(t.CAPTURED_AT).alias("_complete_at"),
     )
 
     def positioned(frame: DataFrame) -> DataFrame:
-        return frame.join(F.broadcast(run_pos), on=[t.CLUSTER_ID, t.CAPTURED_AT], how="inner")
+        # Inner: every observation's snapshot is among the runs (runs come from the same store).
+        return frame.join(F.broadcast(positions), on=[t.CLUSTER_ID, t.CAPTURED_AT], how="inner")
 
     # New observations shrink to the ends of their runs before anything else; seeds join them.
     # Persisted: both passes below read them.
     new = _collapse_runs(positioned(_new_observations(store_rows)))
-    observed = new.unionByName(positioned(_seed_rows(state)), allowMissingColumns=True).persist()
-    # A seed that is not its identity's last one (a name's last observation) only served the
-    # name windows; versions continue from the identity's last seed.
-    name_only = F.col("_is_seed") & F.coalesce(F.col("_next_is_seed"), F.lit(False))
+    seeds = positioned(_seed_observations(state))
+    observed = new.unionByName(seeds, allowMissingColumns=True).select(*_OBSERVED).persist()
 
-    # Pass 1, the hold (R3): identity segments broken at every complete snapshot. The per-
-    # snapshot counts do not depend on whether an ID-less observation after a held snapshot
-    # joins the name's previous incarnation or starts its own: either way it is one identity
-    # seen after the held snapshot, and the earlier one lacked from it.
+    def identified_gaps(decided_runs: DataFrame) -> DataFrame:
+        rows = _with_closing_positions(observed, decided_runs)
+        rows = _resolve_identity(_identity_segments(_with_id_first_seen(rows)))
+        return _gaps(_mark_name_only_seeds(_name_successors(rows)), completes)
+
+    # Pass 1, the hold (R3): identity segments broken at every complete snapshot (holds not yet
+    # known). The per-snapshot counts do not depend on whether an ID-less observation after a
+    # held snapshot joins the name's previous incarnation or starts its own: either way it is
+    # one identity seen after the held snapshot, and the earlier one lacked from it.
     undecided = ranked.withColumn(t.HELD, F.lit(None).cast("boolean"))
-    provisional = _gaps(_resolve_identity(_with_closing_positions(observed, undecided)), completes)
-    runs_out = _hold(ranked, provisional.filter(~name_only), policy).persist()
+    provisional = identified_gaps(undecided).filter(~F.col("_is_name_only_seed"))
+    runs_out = _hold(ranked, provisional, policy).persist()
 
     # Pass 2, everything else: segments broken only where something could end an incarnation.
-    gapped = _gaps(_resolve_identity(_with_closing_positions(observed, runs_out)), completes).persist()
-    name_only_seeds = gapped.filter(name_only)
-    rows = gapped.filter(~name_only)
-    held_at = runs_out.select(
-        t.CLUSTER_ID, F.col(t.CAPTURED_AT).alias("_c1"), F.col(t.HELD).alias("_c1_held")
-    )
-    rows = rows.join(F.broadcast(held_at), on=[t.CLUSTER_ID, "_c1"], how="left")
-    # The gap ends at the first complete snapshot lacking the incarnation (when not held, or
-    # when a second complete snapshot confirms the hold) or when its name shows another identity.
-    absence_end = F.when(
-        F.col("_c1").isNotNull() & (~F.col("_c1_held") | F.col("_c2").isNotNull()), F.col("_c1")
-    )
-    rows = rows.withColumn("_gap_end", F.least(F.col("_displaced_at"), absence_end))
-
-    rows = _versions(rows).persist()  # read by both the incarnations and the state
-    incarnations = _incarnation_rows(rows)
-    state_out = _next_state(rows, name_only_seeds)
+    gapped = identified_gaps(runs_out).persist()
+    # A seed that is not its identity's last one (a name's last observation) only served the
+    # name windows; versions continue from the identity's last seed. It goes to the next state
+    # as it came.
+    name_only_seeds = gapped.filter(F.col("_is_name_only_seed"))
+    rows = _close_gaps(gapped.filter(~F.col("_is_name_only_seed")), runs_out)
+    rows = _effective_attributes(_lives(rows))
+    rows = _incarnation_span(_keys(_version_starts(_versions(rows))))
+    rows = rows.persist()  # read by both the incarnations and the state
     return Derived(
         snapshot_runs=_ddl_select(runs_out, t.SNAPSHOT_RUNS_DDL),
-        topic_incarnations=incarnations,
-        state=state_out,
+        topic_incarnations=_incarnation_rows(rows),
+        state=_next_state(rows, name_only_seeds),
         cached=(ranked, observed, runs_out, gapped, rows),
     )
 
 
-def _with_closing_positions(rows: DataFrame, runs: DataFrame) -> DataFrame:
-    """``_ncc_upto`` / ``_ncc_before``: positions of the rows' snapshots among the complete
-    snapshots that close by themselves (not held). Before the holds are known (``held`` NULL)
-    every complete snapshot counts."""
-    w_order = Window.partitionBy(t.CLUSTER_ID).orderBy(t.CAPTURED_AT)
-    closes = (F.col(t.COMPLETE) & ~F.coalesce(F.col(t.HELD), F.lit(False))).cast("int")
-    positions = runs.select(t.CLUSTER_ID, t.CAPTURED_AT, closes.alias("_closes")).withColumn(
-        "_ncc_upto", F.sum("_closes").over(w_order.rowsBetween(_UNBOUNDED, _CURRENT))
-    ).select(t.CLUSTER_ID, t.CAPTURED_AT, "_ncc_upto", (F.col("_ncc_upto") - F.col("_closes")).alias("_ncc_before"))
-    return rows.join(F.broadcast(positions), on=[t.CLUSTER_ID, t.CAPTURED_AT], how="inner")
+def _snapshot_positions(runs: DataFrame) -> DataFrame:
+    """Runs (RUNS_IN_DDL) with their positions in the cluster: ``_completes_upto`` (complete
+    snapshots up to and including this one; the rank of a complete one among them),
+    ``_completes_before`` and ``_snapshot_pos`` (its rank among all snapshots)."""
+    w_time = Window.partitionBy(t.CLUSTER_ID).orderBy(t.CAPTURED_AT)
+    complete = F.col(t.COMPLETE).cast("int")
+    return (
+        runs.withColumn("_completes_upto", F.sum(complete).over(w_time.rowsBetween(_UNBOUNDED, _CURRENT)))
+        .withColumn("_snapshot_pos", F.row_number().over(w_time))
+        .select(
+            *t.ddl_columns(RUNS_IN_DDL),
+            "_snapshot_pos",
+            "_completes_upto",
+            (F.col("_completes_upto") - complete).alias("_completes_before"),
+        )
+    )
 
 
 def _new_observations(store_rows: DataFrame) -> DataFrame:
@@ -271,23 +348,20 @@ def _new_observations(store_rows: DataFrame) -> DataFrame:
     the order or batching of ingestion, and the gate refuses to publish such snapshots."""
     first_name = Window.partitionBy(t.CLUSTER_ID, t.CAPTURED_AT, t.TOPIC_ID).orderBy(t.TOPIC_NAME)
     observed = store_rows.filter(F.col(t.TOPIC_NAME).isNotNull())
-    observed = observed.withColumn("_name_rank", F.row_number().over(first_name))
-    observed = observed.filter(F.col(t.TOPIC_ID).isNull() | (F.col("_name_rank") == 1))
-    return observed.select(
-        t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.TOPIC_NAME, t.TOPIC_ID,
-        t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL, t.ERROR,
-        F.lit(False).alias("_is_seed"),
-    )
+    observed = observed.withColumn("_rank_among_id_names", F.row_number().over(first_name))
+    observed = observed.filter(F.col(t.TOPIC_ID).isNull() | (F.col("_rank_among_id_names") == 1))
+    return observed.select(*_OBSERVATION, F.lit(False).alias("_is_seed"))
 
 
-def _seed_rows(state: DataFrame) -> DataFrame:
-    """The previous build's state as observations that carry their derived state."""
+def _seed_observations(state: DataFrame) -> DataFrame:
+    """Incremental builds: the previous build's state (STATE_DDL) as observations that carry
+    their derived state (``_SEED_STATE``)."""
     return state.select(
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.TOPIC_NAME,
         # A seed enters identity resolution with its resolved ID, and is never an error: its
         # attributes are already the effective ones.
         F.col("resolved_id").alias(t.TOPIC_ID),
-        t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL,
+        *_ATTRS,
         F.lit(None).cast("string").alias(t.ERROR),
         F.lit(True).alias("_is_seed"),
         F.col("version_topic_id").alias("_seed_version_topic_id"),
@@ -298,26 +372,15 @@ def _seed_rows(state: DataFrame) -> DataFrame:
         F.col(FIRST_SEEN_AT).alias("_seed_first_seen_at"),
         F.col(DELETED_AT).alias("_seed_deleted_at"),
         F.col("displaced_at").alias("_seed_displaced_at"),
-        # Seeds are never part of a run.
-        F.lit(False).alias("_run_prev"),
-        F.lit(False).alias("_run_next"),
+        # Seeds are never part of a run: the segment start of a name's first new observation
+        # is decided next to its seed.
+        F.lit(False).alias("_same_run_as_prev"),
+        F.lit(False).alias("_same_run_as_next"),
     )
 
 
 # What must stay equal along a run of observations for its interior to carry no information.
-_RUN_KEY = (t.TOPIC_ID, t.CLUSTER_ALIAS, t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL)
-
-
-def _closing_since_previous(w_name: Window) -> F.Column:
-    """1 when the snapshots between the name's previous row and this one may have ended its
-    incarnation by absence, 0 when not, NULL for its first row. Every complete snapshot there
-    lacks the name; it ends the incarnation when one of them is not held (``_ncc_*``: positions
-    among the *closing* complete snapshots), or when there are two (a held one and its
-    confirmation, R3). A held snapshot alone establishes nothing (issue #12: an ID-less describe
-    error after a held snapshot is still the same topic)."""
-    closing = F.col("_ncc_before") > F.lag("_ncc_upto").over(w_name)
-    confirmed = (F.col("_cc_before") - F.lag("_cc_upto").over(w_name)) >= 2
-    return (closing | confirmed).cast("int")
+_RUN_KEY = (t.TOPIC_ID, t.CLUSTER_ALIAS, *_ATTRS)
 
 
 def _collapse_runs(rows: DataFrame) -> DataFrame:
@@ -326,144 +389,228 @@ def _collapse_runs(rows: DataFrame) -> DataFrame:
     between). The interior of a run changes nothing the rules look at: no gap, no version, the
     same identity. What depends on it is carried by two columns:
 
-    - ``_run_next``: the name's next observation (kept or not) continues the run: no gap;
-    - ``_run_prev``: this observation continues a run (so no identity segment starts here).
+    - ``_same_run_as_next``: the name's next observation (kept or not) continues the run: no gap;
+    - ``_same_run_as_prev``: this observation continues a run (no identity segment starts here).
 
     A stable topic seen in 1,000 snapshots becomes two rows: the rest of the derivation works
     on the changes, not on the history (this is one sort of the observations, the only one).
-    ``rows`` are new observations only: a seed is never part of a run, and the segment start
-    of a name's first new observation is decided next to its seed, if any.
+    ``rows`` are new, positioned observations only (a seed is never part of a run).
     """
     w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
-    rows = rows.withColumn("_plain", F.col(t.ERROR).isNull())
+    rows = rows.withColumn("_is_plain", F.col(t.ERROR).isNull())
 
     def same_as(shift, step: int) -> F.Column:
-        same = (shift("_pos").over(w_name) == F.col("_pos") + step) & F.col("_plain") & shift("_plain").over(w_name)
+        same = (
+            (shift("_snapshot_pos").over(w_name) == F.col("_snapshot_pos") + step)
+            & F.col("_is_plain") & shift("_is_plain").over(w_name)
+        )
         for column in _RUN_KEY:
             same = same & shift(column).over(w_name).eqNullSafe(F.col(column))
         return F.coalesce(same, F.lit(False))
 
-    rows = rows.withColumn("_run_prev", same_as(F.lag, -1)).withColumn("_run_next", same_as(F.lead, 1))
-    return rows.filter(~(F.col("_run_prev") & F.col("_run_next"))).drop("_plain")
+    rows = rows.withColumn("_same_run_as_prev", same_as(F.lag, -1)).withColumn(
+        "_same_run_as_next", same_as(F.lead, 1)
+    )
+    is_interior = F.col("_same_run_as_prev") & F.col("_same_run_as_next")
+    return rows.filter(~is_interior).select(*_OBSERVATION, "_is_seed", *_POSITIONS, *_RUN_FLAGS)
+
+
+def _with_closing_positions(rows: DataFrame, runs: DataFrame) -> DataFrame:
+    """R2, R3: ``_closing_completes_upto`` / ``_closing_completes_before``, the positions of the
+    rows' snapshots among the complete snapshots that close by themselves (not held). Before the
+    holds are known (``held`` NULL) every complete snapshot counts."""
+    w_time = Window.partitionBy(t.CLUSTER_ID).orderBy(t.CAPTURED_AT)
+    closes_alone = (F.col(t.COMPLETE) & ~F.coalesce(F.col(t.HELD), F.lit(False))).cast("int")
+    positions = (
+        runs.select(t.CLUSTER_ID, t.CAPTURED_AT, closes_alone.alias("_closes_alone"))
+        .withColumn(
+            "_closing_completes_upto", F.sum("_closes_alone").over(w_time.rowsBetween(_UNBOUNDED, _CURRENT))
+        )
+        .select(
+            t.CLUSTER_ID, t.CAPTURED_AT, "_closing_completes_upto",
+            (F.col("_closing_completes_upto") - F.col("_closes_alone")).alias("_closing_completes_before"),
+        )
+    )
+    # Inner: the runs hold every snapshot of the rows.
+    return rows.join(F.broadcast(positions), on=[t.CLUSTER_ID, t.CAPTURED_AT], how="inner").select(
+        *_OBSERVED, "_closing_completes_upto", "_closing_completes_before"
+    )
+
+
+def _with_id_first_seen(rows: DataFrame) -> DataFrame:
+    """R4: ``_id_first_seen_at``, when an observation's ID was first seen (NULL without an ID):
+    an ID-less observation takes the next ID of its name only if it is the ID's first."""
+    w_id = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_ID)
+    has_id = F.col(t.TOPIC_ID).isNotNull()
+    return rows.select(
+        *_OBSERVED, "_closing_completes_upto", "_closing_completes_before",
+        F.when(has_id, F.min(t.CAPTURED_AT).over(w_id)).alias("_id_first_seen_at"),
+    )
+
+
+def _closing_since_previous(w_name: Window) -> F.Column:
+    """1 when the snapshots between the name's previous row and this one may have ended its
+    incarnation by absence, 0 when not, NULL for its first row. Every complete snapshot there
+    lacks the name; it ends the incarnation when one of them is not held, or when there are two
+    (a held one and its confirmation, R3). A held snapshot alone establishes nothing (issue #12:
+    an ID-less describe error after a held snapshot is still the same topic)."""
+    closing_complete_between = F.col("_closing_completes_before") > F.lag("_closing_completes_upto").over(w_name)
+    two_completes_between = (F.col("_completes_before") - F.lag("_completes_upto").over(w_name)) >= 2
+    return (closing_complete_between | two_completes_between).cast("int")
+
+
+def _identity_segments(rows: DataFrame) -> DataFrame:
+    """R2, R3 for ID-less observations: ``_identity_segment`` numbers the stretches of a name's
+    observations that nothing could have ended in between (an ID-less observation can only take
+    an ID from its own segment). A run continues its segment (its removed interior has no
+    snapshot between observations)."""
+    w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
+    starts_segment = F.when(F.col("_same_run_as_prev"), F.lit(0)).otherwise(
+        F.coalesce(_closing_since_previous(w_name), F.lit(1))
+    )
+    rows = rows.withColumn("_starts_segment", starts_segment)
+    return rows.select(
+        *_OBSERVATION, "_is_seed", *_SEED_STATE, "_snapshot_pos", "_completes_upto",
+        "_same_run_as_next", "_id_first_seen_at",
+        F.sum("_starts_segment").over(w_name.rowsBetween(_UNBOUNDED, _CURRENT)).alias("_identity_segment"),
+    )
 
 
 def _resolve_identity(rows: DataFrame) -> DataFrame:
-    """R4: give ID-less observations the adjacent ID of their name; add the identity `_ident`."""
+    """R1, R4: ``_resolved_id``, an ID-less observation's adjacent ID within its segment (the last
+    one before it, else the next one if that is the ID's first appearance: ``id_assigned``), and
+    ``_identity``: ``id:<ID>``, or ``name:<name>`` for one that stays ID-less."""
     tid = F.col(t.TOPIC_ID)
-    w_id = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_ID)
-    rows = rows.withColumn("_id_first_at", F.when(tid.isNotNull(), F.min(t.CAPTURED_AT).over(w_id)))
-
-    # Segments: stretches of a name's observations that nothing could have ended in between.
-    # A run continues its segment (its removed interior has no snapshot between observations).
-    w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
-    rows = rows.withColumn(
-        "_seg_start",
-        F.when(F.col("_run_prev"), F.lit(0)).otherwise(
-            F.coalesce(_closing_since_previous(w_name), F.lit(1))
-        ),
-    )
-    rows = rows.withColumn("_seg", F.sum("_seg_start").over(w_name.rowsBetween(_UNBOUNDED, _CURRENT)))
-
-    w_seg = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME, "_seg").orderBy(t.CAPTURED_AT)
-    before = w_seg.rowsBetween(_UNBOUNDED, _CURRENT)
-    after = w_seg.rowsBetween(_CURRENT, _FOLLOWING)
+    w_segment = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME, "_identity_segment").orderBy(t.CAPTURED_AT)
+    before = w_segment.rowsBetween(_UNBOUNDED, _CURRENT)
+    after = w_segment.rowsBetween(_CURRENT, _FOLLOWING)
     last_id = F.last(tid, ignorenulls=True).over(before)
     next_id = F.first(tid, ignorenulls=True).over(after)
     next_id_is_new = F.first(
-        F.when(tid.isNotNull(), F.col("_id_first_at") == F.col(t.CAPTURED_AT)), ignorenulls=True
+        F.when(tid.isNotNull(), F.col("_id_first_seen_at") == F.col(t.CAPTURED_AT)), ignorenulls=True
     ).over(after)
     rows = rows.withColumn("_resolved_id", F.coalesce(last_id, F.when(next_id_is_new, next_id)))
-    rows = rows.withColumn(
-        "_ident",
+    identity = (
         F.when(F.col("_resolved_id").isNotNull(), F.concat(F.lit("id:"), F.col("_resolved_id")))
-        .otherwise(F.concat(F.lit("name:"), F.col(t.TOPIC_NAME))),
+        .otherwise(F.concat(F.lit("name:"), F.col(t.TOPIC_NAME)))
     )
-    # The next observation of the same name (still partitioned by name: no extra shuffle), and
-    # where a run's removed interior ends (the position of its last observation).
-    return (
-        rows.withColumn("_next_name_at", F.lead(t.CAPTURED_AT).over(w_name))
-        .withColumn("_next_name_ident", F.lead("_ident").over(w_name))
-        .withColumn("_interior_end", F.when(F.col("_run_next"), F.lead("_pos").over(w_name)))
+    return rows.select(*_IDENTIFIED[:-1], identity.alias("_identity"))  # = _IDENTIFIED
+
+
+def _name_successors(rows: DataFrame) -> DataFrame:
+    """R1: the name's next observation (``_name_next_seen_at``, ``_name_next_identity``), and
+    where a run's removed interior ends (``_run_interior_end_pos``, the position of the run's
+    last observation). Still partitioned by name: no extra shuffle."""
+    w_name = Window.partitionBy(t.CLUSTER_ID, t.TOPIC_NAME).orderBy(t.CAPTURED_AT)
+    return rows.select(
+        *_IDENTIFIED,
+        F.lead(t.CAPTURED_AT).over(w_name).alias("_name_next_seen_at"),
+        F.lead("_identity").over(w_name).alias("_name_next_identity"),
+        F.when(F.col("_same_run_as_next"), F.lead("_snapshot_pos").over(w_name)).alias("_run_interior_end_pos"),
+    )
+
+
+def _mark_name_only_seeds(rows: DataFrame) -> DataFrame:
+    """Incremental builds: ``_is_name_only_seed``, a seed followed by another seed of its
+    identity. It is a name's last observation, not its identity's: it served the name windows
+    above, has no gap of its own, and no version row (versions continue from the identity's
+    last seed)."""
+    w_identity = Window.partitionBy(t.CLUSTER_ID, "_identity").orderBy(t.CAPTURED_AT)
+    next_is_seed = F.lead("_is_seed").over(w_identity)
+    return rows.select(
+        *_IDENTIFIED, "_name_next_seen_at", "_name_next_identity", "_run_interior_end_pos",
+        (F.col("_is_seed") & F.coalesce(next_is_seed, F.lit(False))).alias("_is_name_only_seed"),
     )
 
 
 def _gaps(rows: DataFrame, completes: DataFrame) -> DataFrame:
-    """For each observation, the gap until the identity's next observation: its first and second
-    complete snapshots (`_c1`, `_c2`) and the first snapshot showing its name under another
-    identity (`_displaced_at`). Only the last of an identity's seed rows has a real gap."""
-    w_key = Window.partitionBy(t.CLUSTER_ID, "_ident").orderBy(t.CAPTURED_AT)
+    """R2, R1: for each observation, the gap until its identity's next observation: the first
+    and second complete snapshots in it (``_first_complete_after``, ``_second_complete_after``)
+    and the first snapshot showing its name under another identity (``_displaced_at``)."""
+    w_identity = Window.partitionBy(t.CLUSTER_ID, "_identity").orderBy(t.CAPTURED_AT)
     rows = (
-        rows.withColumn("_prev_at", F.lag(t.CAPTURED_AT).over(w_key))
-        .withColumn("_next_at", F.lead(t.CAPTURED_AT).over(w_key))
-        .withColumn("_next_is_seed", F.lead("_is_seed").over(w_key))
-        .withColumn("_is_name_last", F.col("_next_name_at").isNull())
-    )
-    # Within a run the next observation is in the very next snapshot: no gap.
-    has_gap = ~F.col("_run_next") & (
-        ~F.col("_is_seed") | F.col("_next_is_seed").isNull() | ~F.col("_next_is_seed")
+        rows.withColumn("_identity_prev_seen_at", F.lag(t.CAPTURED_AT).over(w_identity))
+        .withColumn("_identity_next_seen_at", F.lead(t.CAPTURED_AT).over(w_identity))
+        .withColumn("_is_last_of_name", F.col("_name_next_seen_at").isNull())
+        # Within a run the next observation is in the very next snapshot: no gap.
+        .withColumn("_has_gap", ~F.col("_same_run_as_next") & ~F.col("_is_name_only_seed"))
     )
 
     def in_gap(column: str) -> F.Column:
-        return F.when(
-            has_gap & (F.col("_next_at").isNull() | (F.col(column) < F.col("_next_at"))), F.col(column)
-        )
+        before_next = F.col("_identity_next_seen_at").isNull() | (F.col(column) < F.col("_identity_next_seen_at"))
+        return F.when(F.col("_has_gap") & before_next, F.col(column))
 
-    first = completes.select(t.CLUSTER_ID, F.col("_rank").alias("_c1_rank"), F.col("_ctime").alias("_c1_at"))
-    second = completes.select(t.CLUSTER_ID, F.col("_rank").alias("_c2_rank"), F.col("_ctime").alias("_c2_at"))
-    rows = (
-        rows.withColumn("_c1_rank", F.col("_cc_upto") + 1)
-        .withColumn("_c2_rank", F.col("_cc_upto") + 2)
-        .join(F.broadcast(first), on=[t.CLUSTER_ID, "_c1_rank"], how="left")
-        .join(F.broadcast(second), on=[t.CLUSTER_ID, "_c2_rank"], how="left")
+    # The k-th complete snapshot after an observation has rank _completes_upto + k.
+    first = completes.select(
+        t.CLUSTER_ID, F.col("_complete_rank").alias("_first_rank"), F.col("_complete_at").alias("_first_at")
     )
-    name_taken = F.col("_next_name_ident") != F.col("_ident")
-    return (
-        rows.withColumn("_c1", in_gap("_c1_at"))
-        .withColumn("_c2", in_gap("_c2_at"))
+    second = completes.select(
+        t.CLUSTER_ID, F.col("_complete_rank").alias("_second_rank"), F.col("_complete_at").alias("_second_at")
+    )
+    rows = (
+        rows.withColumn("_first_rank", F.col("_completes_upto") + 1)
+        .withColumn("_second_rank", F.col("_completes_upto") + 2)
+        # Left: no complete snapshot of that rank (yet) means none in the gap.
+        .join(F.broadcast(first), on=[t.CLUSTER_ID, "_first_rank"], how="left")
+        .join(F.broadcast(second), on=[t.CLUSTER_ID, "_second_rank"], how="left")
+    )
+    name_taken = F.col("_name_next_identity") != F.col("_identity")
+    displaced_at = F.coalesce(
         # A seed's earliest displacement may be an observation no longer in the input.
-        .withColumn("_displaced_at", F.coalesce(
-            F.when(F.col("_is_seed") & has_gap, F.col("_seed_displaced_at")),
-            F.when(name_taken, in_gap("_next_name_at")),
-        ))
-        .drop("_c1_rank", "_c2_rank", "_c1_at", "_c2_at", "_next_name_at", "_next_name_ident")
+        F.when(F.col("_is_seed") & F.col("_has_gap"), F.col("_seed_displaced_at")),
+        F.when(name_taken, in_gap("_name_next_seen_at")),
+    )
+    return rows.select(
+        *_GAPPED[:-3],  # and the last three of _GAPPED:
+        in_gap("_first_at").alias("_first_complete_after"),
+        in_gap("_second_at").alias("_second_complete_after"),
+        displaced_at.alias("_displaced_at"),
     )
 
 
 def _hold(ranked: DataFrame, rows: DataFrame, policy: HoldPolicy) -> DataFrame:
-    """R3: decide `held` for runs (with their positions `_pos`) that do not have it yet, from
-    per-snapshot counts."""
+    """R3: decide ``held`` for the runs that do not have it yet (RUNS_IN_DDL with positions in,
+    RUNS_IN_DDL out), from per-snapshot counts over ``rows`` (_GAPPED, without name-only seeds):
+    a complete, non-authoritative snapshot is held when the incarnations it would close by
+    absence number at least ``min_count`` and more than ``ratio`` of those live before it."""
+    closes_by_absence = F.col("_first_complete_after").isNotNull() & (
+        F.col("_displaced_at").isNull() | (F.col("_displaced_at") > F.col("_first_complete_after"))
+    )
     would_close = (
-        rows.filter(
-            F.col("_c1").isNotNull()
-            & (F.col("_displaced_at").isNull() | (F.col("_displaced_at") > F.col("_c1")))
-        )
-        .groupBy(t.CLUSTER_ID, F.col("_c1").alias(t.CAPTURED_AT))
+        rows.filter(closes_by_absence)
+        .groupBy(t.CLUSTER_ID, F.col("_first_complete_after").alias(t.CAPTURED_AT))
         .agg(F.count(F.lit(1)).alias("_would_close"))
     )
+    # A new observation of an identity seen before: live before this snapshot, shown again.
+    is_shown_again = ~F.col("_is_seed") & F.col("_identity_prev_seen_at").isNotNull()
     shown_again = (
-        rows.filter(~F.col("_is_seed") & F.col("_prev_at").isNotNull())
+        rows.filter(is_shown_again)
         .groupBy(t.CLUSTER_ID, t.CAPTURED_AT)
         .agg(F.count(F.lit(1)).alias("_shown_again"))
     )
     # Each removed run interior shows its incarnation again in every snapshot it spans:
     # +1 from the position after the run's first kept row, -1 at its last (a prefix sum).
-    continuing = rows.filter(F.col("_run_next"))
+    continuing = rows.filter(F.col("_same_run_as_next"))
     deltas = (
-        continuing.select(t.CLUSTER_ID, (F.col("_pos") + 1).alias("_pos"), F.lit(1).alias("_d"))
-        .unionByName(continuing.select(t.CLUSTER_ID, F.col("_interior_end").alias("_pos"), F.lit(-1).alias("_d")))
-        .groupBy(t.CLUSTER_ID, "_pos")
-        .agg(F.sum("_d").alias("_d"))
-    )
-    in_interiors = (
-        ranked.select(t.CLUSTER_ID, t.CAPTURED_AT, "_pos").join(deltas, on=[t.CLUSTER_ID, "_pos"], how="left")
-        .withColumn("_in_interiors", F.sum(F.coalesce(F.col("_d"), F.lit(0))).over(
-            Window.partitionBy(t.CLUSTER_ID).orderBy("_pos").rowsBetween(_UNBOUNDED, _CURRENT)
+        continuing.select(t.CLUSTER_ID, (F.col("_snapshot_pos") + 1).alias("_snapshot_pos"), F.lit(1).alias("_delta"))
+        .unionByName(continuing.select(
+            t.CLUSTER_ID, F.col("_run_interior_end_pos").alias("_snapshot_pos"), F.lit(-1).alias("_delta")
         ))
-        .select(t.CLUSTER_ID, t.CAPTURED_AT, "_in_interiors")
+        .groupBy(t.CLUSTER_ID, "_snapshot_pos")
+        .agg(F.sum("_delta").alias("_delta"))
+    )
+    in_run_interiors = (
+        # Left: most snapshots start or end no run interior.
+        ranked.select(t.CLUSTER_ID, t.CAPTURED_AT, "_snapshot_pos")
+        .join(deltas, on=[t.CLUSTER_ID, "_snapshot_pos"], how="left")
+        .withColumn("_in_run_interiors", F.sum(F.coalesce(F.col("_delta"), F.lit(0))).over(
+            Window.partitionBy(t.CLUSTER_ID).orderBy("_snapshot_pos").rowsBetween(_UNBOUNDED, _CURRENT)
+        ))
+        .select(t.CLUSTER_ID, t.CAPTURED_AT, "_in_run_interiors")
     )
     closing = F.coalesce(F.col("_would_close"), F.lit(0))
     live_before = (
-        closing + F.coalesce(F.col("_shown_again"), F.lit(0)) + F.coalesce(F.col("_in_interiors"), F.lit(0))
+        closing + F.coalesce(F.col("_shown_again"), F.lit(0)) + F.coalesce(F.col("_in_run_interiors"), F.lit(0))
     )
     is_mass_deletion = (
         F.col(t.COMPLETE)
@@ -471,39 +618,81 @@ def _hold(ranked: DataFrame, rows: DataFrame, policy: HoldPolicy) -> DataFrame:
         & (closing >= policy.min_count)
         & (closing > F.lit(policy.ratio) * live_before)
     )
+    # Left: a snapshot that closes nothing, shows nothing again or is in no run interior has no
+    # row in that count.
     return (
         ranked.join(would_close, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
         .join(shown_again, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
-        .join(in_interiors, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
+        .join(in_run_interiors, on=[t.CLUSTER_ID, t.CAPTURED_AT], how="left")
         .withColumn(t.HELD, F.coalesce(F.col(t.HELD), is_mass_deletion))
-        .drop("_would_close", "_shown_again", "_in_interiors")
+        .select(*t.ddl_columns(RUNS_IN_DDL))
     )
 
 
-_ATTRS = (t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL)
+def _close_gaps(rows: DataFrame, runs: DataFrame) -> DataFrame:
+    """R2, R3, R1: ``_gap_closed_at``, when the gap after an observation ends its incarnation
+    (NULL: it does not). The earliest of: the first complete snapshot lacking it, when that one
+    is not held or a second complete snapshot confirms the hold (``deleted_at`` is then the held
+    one's time); the first snapshot showing its name under another identity."""
+    held = runs.select(
+        t.CLUSTER_ID,
+        F.col(t.CAPTURED_AT).alias("_first_complete_after"),
+        F.col(t.HELD).alias("_first_complete_held"),
+    )
+    # Left: most observations have no complete snapshot in their gap.
+    rows = rows.join(F.broadcast(held), on=[t.CLUSTER_ID, "_first_complete_after"], how="left")
+    closes_by_absence = F.col("_first_complete_after").isNotNull() & (
+        ~F.col("_first_complete_held") | F.col("_second_complete_after").isNotNull()
+    )
+    absence_closed_at = F.when(closes_by_absence, F.col("_first_complete_after"))
+    return rows.select(
+        *_CLOSED[:-1],  # and the last of _CLOSED:
+        F.least(F.col("_displaced_at"), absence_closed_at).alias("_gap_closed_at")
+    )
+
+
+def _lives(rows: DataFrame) -> DataFrame:
+    """R6, R4: ``_life`` numbers the lives of an identity. An ID's incarnation continues after a
+    closed gap (it *reappears*); a name-keyed one cannot reappear: after a closed gap the name
+    starts a new incarnation."""
+    w_identity = Window.partitionBy(t.CLUSTER_ID, "_identity").orderBy(t.CAPTURED_AT)
+    previous_gap_closed = F.lag("_gap_closed_at").over(w_identity).isNotNull()
+    starts_life = F.col("_identity_prev_seen_at").isNull() | (
+        F.col("_resolved_id").isNull() & previous_gap_closed
+    )
+    rows = rows.withColumn("_starts_life", starts_life.cast("int"))
+    return rows.select(
+        *_CLOSED, F.sum("_starts_life").over(w_identity.rowsBetween(_UNBOUNDED, _CURRENT)).alias("_life")
+    )
+
+
+def _effective_attributes(rows: DataFrame) -> DataFrame:
+    """R2: a describe-error observation carries the attributes known before it in its life
+    (NULL if none are known yet); ``_version_topic_id``, the ID known so far (a seed: its
+    version's)."""
+    w_life = Window.partitionBy(*_LIFE).orderBy(t.CAPTURED_AT)
+    so_far = w_life.rowsBetween(_UNBOUNDED, _CURRENT)
+    known = F.col(t.ERROR).isNull()
+    rows = rows.select(
+        *[c for c in (*_CLOSED, "_life") if c not in _ATTRS],
+        *[F.last(F.when(known, F.col(attr)), ignorenulls=True).over(so_far).alias(attr) for attr in _ATTRS],
+    )
+    own_topic_id = F.when(F.col("_is_seed"), F.col("_seed_version_topic_id")).otherwise(F.col(t.TOPIC_ID))
+    return rows.select(
+        *_CLOSED, "_life", F.last(own_topic_id, ignorenulls=True).over(so_far).alias("_version_topic_id")
+    )
 
 
 def _versions(rows: DataFrame) -> DataFrame:
-    """Lives, effective attributes, version numbers and change types per observation."""
-    w_key = Window.partitionBy(t.CLUSTER_ID, "_ident").orderBy(t.CAPTURED_AT)
-    prev_gap_end = F.lag("_gap_end").over(w_key)
-    # A name-keyed incarnation cannot reappear: after a closed gap the name is a new incarnation.
-    new_life = F.col("_prev_at").isNull() | (F.col("_resolved_id").isNull() & prev_gap_end.isNotNull())
-    rows = rows.withColumn("_life_start", new_life.cast("int"))
-    rows = rows.withColumn("_life", F.sum("_life_start").over(w_key.rowsBetween(_UNBOUNDED, _CURRENT)))
-
-    life = [t.CLUSTER_ID, "_ident", "_life"]
-    w_life = Window.partitionBy(*life).orderBy(t.CAPTURED_AT)
+    """R6, R4: ``_change`` (NULL: no new version) and ``version``. Within a life a new version
+    starts when the ID first appears (``id_assigned``), the name changes (``renamed``) or an
+    attribute changes (``attributes_changed``); an observation after a closed gap is
+    ``reappeared``. A seed keeps its version; the new ones continue from it."""
+    w_life = Window.partitionBy(*_LIFE).orderBy(t.CAPTURED_AT)
     so_far = w_life.rowsBetween(_UNBOUNDED, _CURRENT)
-    known = F.col(t.ERROR).isNull()
-    for attr in _ATTRS:  # a describe error keeps the attributes known before
-        rows = rows.withColumn(attr, F.last(F.when(known, F.col(attr)), ignorenulls=True).over(so_far))
-    version_tid = F.when(F.col("_is_seed"), F.col("_seed_version_topic_id")).otherwise(F.col(t.TOPIC_ID))
-    rows = rows.withColumn("_version_tid", F.last(version_tid, ignorenulls=True).over(so_far))
-
     is_first = F.lag(t.CAPTURED_AT).over(w_life).isNull()
-    reappeared = ~is_first & F.lag("_gap_end").over(w_life).isNotNull()
-    id_assigned = F.lag("_version_tid").over(w_life).isNull() & F.col("_version_tid").isNotNull()
+    reappeared = ~is_first & F.lag("_gap_closed_at").over(w_life).isNotNull()
+    id_assigned = F.lag("_version_topic_id").over(w_life).isNull() & F.col("_version_topic_id").isNotNull()
     renamed = ~F.lag(t.TOPIC_NAME).over(w_life).eqNullSafe(F.col(t.TOPIC_NAME))
     attrs_same = None
     for attr in _ATTRS:
@@ -520,58 +709,80 @@ def _versions(rows: DataFrame) -> DataFrame:
         "_change", F.when(F.col("_is_seed"), F.col("_seed_change_type")).otherwise(change)
     )
     starts_version = (~F.col("_is_seed") & F.col("_change").isNotNull()).cast("int")
-    base = F.coalesce(F.max("_seed_version").over(Window.partitionBy(*life)), F.lit(0))
-    rows = rows.withColumn(
-        VERSION,
-        F.when(F.col("_is_seed"), F.col("_seed_version")).otherwise(
-            base + F.sum(starts_version).over(so_far)
-        ),
+    seed_version = F.coalesce(F.max("_seed_version").over(Window.partitionBy(*_LIFE)), F.lit(0))
+    version = F.when(F.col("_is_seed"), F.col("_seed_version")).otherwise(
+        seed_version + F.sum(starts_version).over(so_far)
     )
-    w_version = Window.partitionBy(*life, VERSION).orderBy(t.CAPTURED_AT)
+    return rows.select(*_CLOSED, "_life", "_version_topic_id", "_change", version.alias(VERSION))
+
+
+def _version_starts(rows: DataFrame) -> DataFrame:
+    """What a version takes from its first observation: ``_version_from`` (valid_from; a seed's
+    version started before it), ``_version_alias`` and ``_version_change``."""
+    w_version = Window.partitionBy(*_LIFE, VERSION).orderBy(t.CAPTURED_AT)
     start = F.coalesce(F.col("_seed_valid_from"), F.col(t.CAPTURED_AT))
-    key_from_first = F.when(
+    return rows.select(
+        *_CLOSED, "_life", "_version_topic_id", VERSION,
+        F.first(start).over(w_version).alias("_version_from"),
+        F.first(t.CLUSTER_ALIAS).over(w_version).alias("_version_alias"),
+        F.first("_change").over(w_version).alias("_version_change"),
+    )
+
+
+def _keys(rows: DataFrame) -> DataFrame:
+    """R5: ``incarnation_key``, from the life's first observation only, so the same for the
+    same set of snapshots whatever the order of ingestion: the first 32 hex digits of sha256 of
+    (cluster_id, topic_id) when it had an ID, else of (cluster_id, name, first_seen_at). A seed
+    carries the key its life already has."""
+    w_life = Window.partitionBy(*_LIFE).orderBy(t.CAPTURED_AT)
+    key_text = F.when(
         F.col(t.TOPIC_ID).isNotNull() & ~F.col("_is_seed"),
         F.concat_ws("\u001f", t.CLUSTER_ID, F.lit("id"), t.TOPIC_ID),
     ).otherwise(
         F.concat_ws("\u001f", t.CLUSTER_ID, F.lit("name"), t.TOPIC_NAME,
                     F.date_format(t.CAPTURED_AT, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"))
     )
-    own_key = F.coalesce(F.col("_seed_key"), F.substring(F.sha2(key_from_first, 256), 1, 32))
-    w_life_all = Window.partitionBy(*life)
-    return (
-        rows.withColumn("_version_from", F.first(start).over(w_version))
-        .withColumn("_version_alias", F.first(t.CLUSTER_ALIAS).over(w_version))
-        .withColumn("_version_change", F.first("_change").over(w_version))
-        .withColumn(INCARNATION_KEY, F.first(own_key).over(w_life))
-        .withColumn(FIRST_SEEN_AT, F.min(F.coalesce(F.col("_seed_first_seen_at"), F.col(t.CAPTURED_AT))).over(w_life_all))
-        .withColumn(LAST_SEEN_AT, F.max(t.CAPTURED_AT).over(w_life_all))
-        .withColumn(
-            DELETED_AT,
-            F.least(F.min("_seed_deleted_at").over(w_life_all), F.min("_gap_end").over(w_life_all)),
-        )
+    own_key = F.coalesce(F.col("_seed_key"), F.substring(F.sha2(key_text, 256), 1, 32))
+    return rows.select(
+        *_CLOSED, "_life", "_version_topic_id", VERSION, "_version_from", "_version_alias",
+        "_version_change", F.first(own_key).over(w_life).alias(INCARNATION_KEY),
+    )
+
+
+def _incarnation_span(rows: DataFrame) -> DataFrame:
+    """``first_seen_at``, ``last_seen_at`` and ``deleted_at`` of each life. ``deleted_at``: when
+    several gaps or rules close it, the earliest time wins (R3; a seed brings its own)."""
+    w_life_all = Window.partitionBy(*_LIFE)
+    first_seen = F.coalesce(F.col("_seed_first_seen_at"), F.col(t.CAPTURED_AT))
+    return rows.select(
+        *_VERSIONED[:-3],  # and the last three of _VERSIONED:
+        F.min(first_seen).over(w_life_all).alias(FIRST_SEEN_AT),
+        F.max(t.CAPTURED_AT).over(w_life_all).alias(LAST_SEEN_AT),
+        F.least(F.min("_seed_deleted_at").over(w_life_all), F.min("_gap_closed_at").over(w_life_all))
+        .alias(DELETED_AT),
     )
 
 
 def _incarnation_rows(rows: DataFrame) -> DataFrame:
     """One row per version (contract table ``topic_incarnations``)."""
-    life = [t.CLUSTER_ID, "_ident", "_life"]
-    versions = rows.groupBy(*life, VERSION).agg(
+    versions = rows.groupBy(*_LIFE, VERSION).agg(
         F.min_by(INCARNATION_KEY, t.CAPTURED_AT).alias(INCARNATION_KEY),
         F.min_by("_version_alias", t.CAPTURED_AT).alias(t.CLUSTER_ALIAS),
-        F.min_by("_version_tid", t.CAPTURED_AT).alias(t.TOPIC_ID),
+        F.min_by("_version_topic_id", t.CAPTURED_AT).alias(t.TOPIC_ID),
         F.min_by(t.TOPIC_NAME, t.CAPTURED_AT).alias(t.TOPIC_NAME),
         F.min_by("_version_change", t.CAPTURED_AT).alias(CHANGE_TYPE),
         *[F.min_by(attr, t.CAPTURED_AT).alias(attr) for attr in _ATTRS],
         F.min("_version_from").alias(VALID_FROM),
-        F.max_by("_gap_end", t.CAPTURED_AT).alias("_closed_at"),
+        # The version's last observation's gap ends it when closed; else the next version does.
+        F.max_by("_gap_closed_at", t.CAPTURED_AT).alias("_version_closed_at"),
         F.min(FIRST_SEEN_AT).alias(FIRST_SEEN_AT),
         F.max(LAST_SEEN_AT).alias(LAST_SEEN_AT),
         F.min(DELETED_AT).alias(DELETED_AT),
     )
-    w_version = Window.partitionBy(*life).orderBy(VERSION)
+    w_version = Window.partitionBy(*_LIFE).orderBy(VERSION)
     versions = (
         versions.withColumn(
-            VALID_TO, F.coalesce(F.col("_closed_at"), F.lead(VALID_FROM).over(w_version))
+            VALID_TO, F.coalesce(F.col("_version_closed_at"), F.lead(VALID_FROM).over(w_version))
         )
         .withColumn(IS_CURRENT, F.col(VALID_TO).isNull())
     )
@@ -579,14 +790,15 @@ def _incarnation_rows(rows: DataFrame) -> DataFrame:
 
 
 def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
-    """The seed rows for the next build: each identity's and each name's last observation."""
+    """The seed rows for the next build (STATE_DDL): each identity's and each name's last
+    observation. A name-only seed is carried over as it came."""
     derived = rows.select(
         t.CLUSTER_ID,
         F.col("_version_alias").alias(t.CLUSTER_ALIAS),
         t.CAPTURED_AT,
         t.TOPIC_NAME,
         F.col("_resolved_id").alias("resolved_id"),
-        F.col("_version_tid").alias("version_topic_id"),
+        F.col("_version_topic_id").alias("version_topic_id"),
         *_ATTRS,
         INCARNATION_KEY,
         VERSION,
@@ -595,8 +807,8 @@ def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
         FIRST_SEEN_AT,
         DELETED_AT,
         F.col("_displaced_at").alias("displaced_at"),
-        "_next_at",
-        "_is_name_last",
+        "_identity_next_seen_at",
+        "_is_last_of_name",
     )
     carried = name_only_seeds.select(
         t.CLUSTER_ID,
@@ -613,11 +825,11 @@ def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
         F.col("_seed_first_seen_at").alias(FIRST_SEEN_AT),
         F.col("_seed_deleted_at").alias(DELETED_AT),
         F.col("_seed_displaced_at").alias("displaced_at"),
-        "_is_name_last",
+        "_is_last_of_name",
     )
-    # An identity's last observation has no next one; a name's last was flagged in _gaps.
-    return _ddl_select(derived.filter(F.col("_next_at").isNull() | F.col("_is_name_last")), STATE_DDL) \
-        .unionByName(_ddl_select(carried.filter(F.col("_is_name_last")), STATE_DDL))
+    is_identity_last = F.col("_identity_next_seen_at").isNull()
+    return _ddl_select(derived.filter(is_identity_last | F.col("_is_last_of_name")), STATE_DDL) \
+        .unionByName(_ddl_select(carried.filter(F.col("_is_last_of_name")), STATE_DDL))
 
 
 # --- merging an incremental result into the previous tables -----------------------------------

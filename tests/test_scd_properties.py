@@ -8,8 +8,13 @@ and real mass deletions (confirmed), names re-created during a hold, ID-less top
 reappearing IDs and shared IDs. Rows must be equal, ``incarnation_key`` compared as a grouping.
 
 Example counts come from the Hypothesis profile: ``TOPIC_LINEAGE_HYPOTHESIS=fast`` (the
-development tier, ``bash scripts/test.sh --fast``) or ``ci`` (the default). Every failure found
-is kept as an explicit example in tests/test_scd_examples.py.
+development tier, ``bash scripts/test.sh --fast``), ``ci`` (the default), or ``thorough`` (40
+full-refresh and 13 incremental examples, for a change to spark_jobs/incarnations.py; several
+minutes):
+
+    TOPIC_LINEAGE_HYPOTHESIS=thorough .venv/bin/python -m pytest -q tests/test_scd_properties.py
+
+Every failure found is kept as an explicit example in tests/test_scd_examples.py.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ _COMMON = {"deadline": None, "suppress_health_check": list(HealthCheck), "print_
                "phases": [Phase.explicit, Phase.reuse, Phase.generate]}
 settings.register_profile("ci", max_examples=5, **_COMMON)
 settings.register_profile("fast", max_examples=2, **_COMMON)
+settings.register_profile("thorough", max_examples=40, **_COMMON)
 settings.load_profile(os.environ.get("TOPIC_LINEAGE_HYPOTHESIS", "ci"))
 # An incremental example is several builds through the store: a third as many examples.
 INCREMENTAL_EXAMPLES = max(1, settings.default.max_examples // 3)
