@@ -109,8 +109,8 @@ def test_second_build_fails_clearly_while_one_runs(tl_home):
 
 
 def test_query_while_a_build_runs(spark, tl_home):
-    """A `topic-lineage query` (its own JVM, no metastore) during a build sees the published
-    version; the build then publishes the next one."""
+    """A `topic-lineage query` during a build (DuckDB engine; Spark engine: its own JVM, no
+    metastore) sees the published version; the build then publishes the next one."""
     first = _build_and_publish(spark, snap(0, topic("orders", X)))
     store.save(snap(1, topic("orders", X), topic("payments", Y)))
     done = {}
@@ -123,18 +123,19 @@ def test_query_while_a_build_runs(spark, tl_home):
     while not wh.version_dir("next").exists() and worker.is_alive():
         worker.join(0.1)
     env = dict(os.environ, TOPIC_LINEAGE_HOME=str(tl_home))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "topic_lineage.cli", "query", "--format", "json", "--master", "local[1]",
-         "SELECT topic_name, valid_from, is_current FROM topic_incarnations ORDER BY topic_name"],
+    sql = "SELECT topic_name, valid_from, is_current FROM topic_incarnations ORDER BY topic_name"
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "topic_lineage.cli", "query", "--format", "json", *engine, sql],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
-    )
-    assert worker.is_alive()  # the query starts while the build holds the build lock
-    out, err = proc.communicate(timeout=600)
+    ) for engine in ((), ("--engine", "spark", "--master", "local[1]"))]  # DuckDB, then Spark
+    assert worker.is_alive()  # the queries start while the build holds the build lock
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        assert json.loads(out) == [
+            {"topic_name": "orders", "valid_from": "2026-11-01T00:00:00Z", "is_current": True}
+        ]
     worker.join()
-    assert proc.returncode == 0, err[-2000:]
-    assert json.loads(out) == [
-        {"topic_name": "orders", "valid_from": "2026-11-01T00:00:00Z", "is_current": True}
-    ]
     assert wh.current_version() == first
     pass_gate(done["version"])
     wh.publish(done["version"])
@@ -189,10 +190,13 @@ def test_writing_statements_are_refused_and_the_files_unchanged(spark, tl_home):
 
 
 @pytest.mark.slow
-def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(tl_home, monkeypatch):
+@pytest.mark.parametrize("engine", [(), ("--engine", "spark", "--master", "local[1]")],
+                         ids=["duckdb", "spark"])
+def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(
+        tl_home, monkeypatch, engine):
     """`topic-lineage query "INSERT ..."` exits 2 with one line, files unchanged. A query paused
     (fault point ``read``) on v1 while v2 is published with KEEP_VERSIONS=1 answers with v1's
-    rows; retention removes v1 only afterwards."""
+    rows; retention removes v1 only afterwards. Both engines (DuckDB is the default)."""
     import time
 
     monkeypatch.setenv(wh.KEEP_ENV, "1")
@@ -205,7 +209,7 @@ def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(t
         if name == "v1":
             wh.publish("v1")
     env = dict(os.environ, TOPIC_LINEAGE_HOME=str(tl_home))
-    command = [sys.executable, "-m", "topic_lineage.cli", "query", "--format", "json", "--master", "local[1]"]
+    command = [sys.executable, "-m", "topic_lineage.cli", "query", "--format", "json", *engine]
 
     insert = subprocess.run([*command, "INSERT INTO topic_incarnations SELECT * FROM topic_incarnations"],
                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)

@@ -29,7 +29,8 @@ def query(home: Path, *args: str, java: bool = True) -> subprocess.CompletedProc
     env.pop(spark_server.REMOTE_ENV, None)
     if not java:  # a local Spark cannot start: only the server can answer
         env["JAVA_HOME"] = str(home / "no-java")
-    return subprocess.run([str(SCRIPT), "query", SQL, "--format", "json", *args], env=env,
+    command = [str(SCRIPT), "query", SQL, "--format", "json", "--engine", "spark", *args]
+    return subprocess.run(command, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -68,3 +69,9 @@ def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, mon
     local = query(tl_home)
     assert local.returncode == 0, local.stderr[-3000:]
     assert json.loads(local.stdout) == json.loads(second.stdout)
+    # The default engine (DuckDB) needs neither the server nor a JVM, and prints the same.
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(tl_home), "JAVA_HOME": str(tl_home / "no-java")}
+    duck = subprocess.run([str(SCRIPT), "query", SQL, "--format", "json"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert duck.returncode == 0, duck.stderr[-3000:]
+    assert duck.stdout == local.stdout

@@ -19,33 +19,15 @@ from pathlib import Path
 
 import duckdb
 
-from topic_lineage import tables
+from topic_lineage import duckdb_sql, tables
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.ui import queries
 
 log = logging.getLogger(__name__)
 
-# Spark DDL type -> DuckDB type. Timestamps are instants (UTC), so TIMESTAMPTZ.
-_DUCKDB_TYPES = {
-    "STRING": "VARCHAR",
-    "INT": "INTEGER",
-    "BIGINT": "BIGINT",
-    "BOOLEAN": "BOOLEAN",
-    "TIMESTAMP": "TIMESTAMPTZ",
-}
-
 
 class PublishedVersionError(TopicLineageError):
     """The pointer names a version whose files are missing or unreadable."""
-
-
-def duckdb_columns(ddl: str) -> list[tuple[str, str]]:
-    """``(name, DuckDB type)`` for every column of a Spark DDL string from tables.py."""
-    columns = []
-    for part in ddl.split(","):
-        name, spark_type = part.split()[:2]
-        columns.append((name, _DUCKDB_TYPES[spark_type.upper()]))
-    return columns
 
 
 def current_version() -> str | None:
@@ -56,24 +38,6 @@ def current_version() -> str | None:
     except FileNotFoundError:
         return None
     return text or None
-
-
-def table_files(version: str, table: str) -> list[Path]:
-    """The Parquet files of one table of one version, skipping hidden and ``_``-prefixed paths.
-
-    Writers (Spark, pyarrow) leave ``_SUCCESS``, ``.crc`` and ``_temporary`` entries beside the
-    data; those are never data.
-    """
-    root = tables.versions_dir() / version / table
-    if not root.is_dir():
-        return []
-    files = []
-    for path in sorted(root.rglob("*.parquet")):
-        relative = path.relative_to(root).parts
-        if any(part.startswith((".", "_")) for part in relative):
-            continue
-        files.append(path)
-    return files
 
 
 @dataclass(frozen=True)
@@ -99,24 +63,14 @@ def load(version: str | None) -> Published:
             f"the published version {version!r} named by {tables.current_pointer()} has no "
             f"directory under {tables.versions_dir()}; re-run the build to publish a version"
         )
-    for table, ddl in tables.TABLE_DDL.items():
-        columns = duckdb_columns(ddl)
-        files = table_files(version, table) if version is not None else []
-        if files:
-            select = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in columns)
-            try:
-                con.execute(
-                    f"CREATE TABLE {table} AS SELECT {select} "
-                    "FROM read_parquet(?, union_by_name = true, hive_partitioning = false)",
-                    [[str(f) for f in files]],
-                )
-            except duckdb.Error as exc:
-                raise PublishedVersionError(
-                    f"cannot read table {table} of published version {version!r}: {exc}"
-                ) from exc
-        else:
-            body = ", ".join(f'"{name}" {kind}' for name, kind in columns)
-            con.execute(f"CREATE TABLE {table} ({body})")
+    for table in tables.TABLES:
+        # the same table definitions as `topic-lineage query` (topic_lineage/duckdb_sql.py)
+        try:
+            con.execute(f"CREATE TABLE {table} AS {duckdb_sql.table_select(version, table)}")
+        except duckdb.Error as exc:
+            raise PublishedVersionError(
+                f"cannot read table {table} of published version {version!r}: {exc}"
+            ) from exc
         counts[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     for name, select in queries.DERIVED_TABLES.items():
         con.execute(f"CREATE TABLE {name} AS {select}")
