@@ -228,11 +228,13 @@ def trigger_and_wait(api: Api, dag_id: str, timeout_s: float) -> dict:
     return run
 
 
-def ui_backfill(api: Api, dag_id: str, start: datetime, end: datetime) -> tuple[dict, int]:
-    """The Backfill dialog's two requests: the dry run it shows, then the creation."""
+def ui_backfill(api: Api, dag_id: str, start: datetime, end: datetime,
+                max_active_runs: int = 5) -> tuple[dict, int]:
+    """The Backfill dialog's two requests: the dry run it shows, then the creation (the dialog's
+    own default for max active runs is 1, at most the DAG's ``max_active_runs``)."""
     body = {
         "dag_id": dag_id, "dag_run_conf": {}, "from_date": start.isoformat().replace("+00:00", "Z"),
-        "to_date": end.isoformat().replace("+00:00", "Z"), "max_active_runs": 5,
+        "to_date": end.isoformat().replace("+00:00", "Z"), "max_active_runs": max_active_runs,
         "reprocess_behavior": "none", "run_backwards": False, "run_on_latest_version": True,
     }
     dry = api.json("/api/v2/backfills/dry_run", "POST", body)
