@@ -35,7 +35,6 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import quote
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
@@ -47,6 +46,7 @@ from test_airflow_local_deployment import (  # the deployment test's own helpers
     cli,
     dag_runs,
     private_root,
+    task_instances,
     trigger_and_wait,
     ui_backfill,
 )
@@ -76,11 +76,6 @@ def summary(values: list[float]) -> str:
     return (f"n={len(values)} mean {statistics.mean(values):.2f}s median "
             f"{statistics.median(values):.2f}s min {min(values):.2f}s max {max(values):.2f}s "
             f"sum {sum(values):.1f}s")
-
-
-def task_instances(api: Api, run_id: str) -> list[dict]:
-    rows = api.json(f"/api/v2/dags/{BUILD_DAG}/dagRuns/{quote(run_id, safe='')}/taskInstances")
-    return rows["task_instances"]
 
 
 def backfill_range(api: Api, days: int, max_active_runs: int) -> tuple[datetime, datetime]:
@@ -141,7 +136,7 @@ def report(api: Api, backfill: dict, posted: float, posted_at: datetime, complet
             gaps["run_gap"].append(gap)
         print(f"  {run['logical_date'][:10]} {run['state']:8} {fmt(row['wait'])}s     "
               f"{fmt(row['duration'])}s     {fmt(gap)}s")
-        tis = {t["task_id"]: t for t in task_instances(api, run["dag_run_id"])}
+        tis = task_instances(api, BUILD_DAG, run["dag_run_id"])
         for t in tis.values():
             sched, q, s, e = (ts(t.get("scheduled_when")), ts(t.get("queued_when")),
                               ts(t["start_date"]), ts(t["end_date"]))
