@@ -7,10 +7,15 @@ publishes it: write, audit, publish, as three visible tasks.
 
 * **Runs** on every snapshot-store asset event, on `[topic_lineage] build_schedule`
   (default daily), and by hand. No catch-up; one active run at a time.
-* **plan** names the version this run builds.
+* **plan** names the version this run builds and decides, without Spark, whether there is
+  anything new since the published version. When there is not (a *no-op* run: the usual case
+  in a backfill, whose first run publishes), it skips build, validate and publish, so no task
+  process is started for them, and health too unless the published version's gate warned;
+  the run succeeds.
 * **build** runs `spark_jobs/build.py` with `spark-submit` through the `spark_default`
   connection (master `local[*]` unless the connection says otherwise) and only writes. Builds
-  run one at a time (pool `topic_lineage_build`, one slot).
+  run one at a time (pool `topic_lineage_build`, one slot); a build that finds nothing new
+  by the time it runs skips too.
 * **validate** runs the quality gate; a failure of a critical expectation (the rows are wrong)
   fails it and leaves the previous version published. Warnings (the newest live capture is
   stale, too many describe errors) never block: validate and publish succeed.
@@ -19,7 +24,8 @@ publishes it: write, audit, publish, as three visible tasks.
   from more or the same snapshots (the task is then skipped).
 * **health** fails (no retries) when the gate warned about this run's version, so a run whose
   tables were published but whose captures are unhealthy is red; it runs after publish, even a
-  skipped one.
+  skipped one. In a no-op run it reports the published version's warnings (and is skipped when
+  there are none).
 * **Backfills** (UI: *Trigger* → *Backfill*, or `airflow backfill create --dag-id
   topic_incarnations ...`), in either direction and with any `max_active_runs`, leave the same
   published tables as one normal run: the tables are a pure function of the stored snapshots (R5).
@@ -33,7 +39,7 @@ from airflow.sdk import Asset, AssetOrTimeSchedule, CronDataIntervalTimetable, d
 
 from topic_lineage import airflow_tasks as at
 from topic_lineage import tables
-from topic_lineage.airflow_operators import BuildVersionOperator
+from topic_lineage.airflow_operators import BuildVersionOperator, PlanOperator
 
 # Named by URI only: an asset name must be unique, and the URI already names the store.
 SNAPSHOTS = Asset(uri=at.snapshots_asset_uri())
@@ -61,12 +67,11 @@ TABLES = [Asset(uri=at.table_asset_uri(name)) for name in tables.TABLES]
     doc_md=__doc__,
 )
 def topic_incarnations():
-    @task(execution_timeout=timedelta(minutes=5))
-    def plan(**context) -> str:
-        """Name the version this run builds."""
-        return at.plan_version(context["run_id"], context["dag_run"].run_type)
-
-    version = plan()
+    version = PlanOperator(
+        task_id="plan",
+        execution_timeout=timedelta(minutes=5),
+        doc_md="Names the version this run builds; skips the rest of a no-op run (no Spark).",
+    ).output
 
     build = BuildVersionOperator(
         task_id="build",

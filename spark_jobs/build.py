@@ -47,19 +47,14 @@ from topic_lineage.faults import fault_point
 
 log = logging.getLogger("topic_lineage.build")
 
-HOLD_RATIO_ENV = "TOPIC_LINEAGE_HOLD_RATIO"
-HOLD_MIN_ENV = "TOPIC_LINEAGE_HOLD_MIN"
+HOLD_RATIO_ENV = noop.HOLD_RATIO_ENV
+HOLD_MIN_ENV = noop.HOLD_MIN_ENV
 
 
 def hold_policy(ratio: float | None = None, min_count: int | None = None) -> inc.HoldPolicy:
     """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN``."""
-    try:
-        return inc.HoldPolicy(
-            ratio=float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, "0.5")),
-            min_count=int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, "5")),
-        )
-    except ValueError as exc:
-        raise TopicLineageError(f"invalid mass-deletion hold threshold: {exc}") from None
+    ratio, min_count = noop.hold_thresholds(ratio, min_count)
+    return inc.HoldPolicy(ratio=ratio, min_count=min_count)
 
 
 @dataclass

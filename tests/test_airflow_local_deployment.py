@@ -208,11 +208,16 @@ def dag_runs(api: Api, dag_id: str) -> list[dict]:
     return api.json(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
 
 
-def task_states(api: Api, dag_id: str, run_id: str) -> dict[str, str]:
+def task_instances(api: Api, dag_id: str, run_id: str) -> dict[str, dict]:
+    """The run's task instances as the REST API shows them, by task id."""
     from urllib.parse import quote
 
     rows = api.json(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances")
-    return {t["task_id"]: t["state"] for t in rows["task_instances"]}
+    return {t["task_id"]: t for t in rows["task_instances"]}
+
+
+def task_states(api: Api, dag_id: str, run_id: str) -> dict[str, str]:
+    return {task: ti["state"] for task, ti in task_instances(api, dag_id, run_id).items()}
 
 
 def trigger_and_wait(api: Api, dag_id: str, timeout_s: float) -> dict:
@@ -228,11 +233,13 @@ def trigger_and_wait(api: Api, dag_id: str, timeout_s: float) -> dict:
     return run
 
 
-def ui_backfill(api: Api, dag_id: str, start: datetime, end: datetime) -> tuple[dict, int]:
-    """The Backfill dialog's two requests: the dry run it shows, then the creation."""
+def ui_backfill(api: Api, dag_id: str, start: datetime, end: datetime,
+                max_active_runs: int = 5) -> tuple[dict, int]:
+    """The Backfill dialog's two requests: the dry run it shows, then the creation (the dialog's
+    own default for max active runs is 1, at most the DAG's ``max_active_runs``)."""
     body = {
         "dag_id": dag_id, "dag_run_conf": {}, "from_date": start.isoformat().replace("+00:00", "Z"),
-        "to_date": end.isoformat().replace("+00:00", "Z"), "max_active_runs": 5,
+        "to_date": end.isoformat().replace("+00:00", "Z"), "max_active_runs": max_active_runs,
         "reprocess_behavior": "none", "run_backwards": False, "run_on_latest_version": True,
     }
     dry = api.json("/api/v2/backfills/dry_run", "POST", body)
@@ -286,13 +293,19 @@ def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment
     for run in snapshot_done:  # a backfill does not record today's metadata as the past's
         assert task_states(api, SNAPSHOT_DAG, run["dag_run_id"])["capture"] == "skipped"
     for run in build_done:
-        states = task_states(api, BUILD_DAG, run["dag_run_id"])
+        tis = task_instances(api, BUILD_DAG, run["dag_run_id"])
+        states = {task: ti["state"] for task, ti in tis.items()}
+        assert states["plan"] == "success", states
         if states["build"] == "skipped":  # nothing new since the published version (noop.py)
-            assert states["validate"] == states["publish"] == "skipped", states
+            # plan skipped the rest: the gate warned about nothing, so health too, and none of
+            # them was ever scheduled (no task process, no log)
+            assert states["validate"] == states["publish"] == states["health"] == "skipped", states
+            assert [tis[t]["try_number"] for t in ("build", "validate", "publish", "health")] == [
+                0, 0, 0, 0], tis
         else:
             assert states["build"] == states["validate"] == "success", states
             assert states["publish"] in ("success", "skipped"), states
-        assert states["health"] == "success", states  # the gate warned about nothing
+            assert states["health"] == "success", states  # the gate warned about nothing
     # captured_at is always the real capture time: the backfills dated nothing in the past
     assert all(r["captured_at"] > deployment["started_at"] for r in store.read_runs())
     assert scheduler_healthy(api)

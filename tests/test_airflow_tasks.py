@@ -214,6 +214,41 @@ def test_health_of_a_no_op_run_is_the_published_versions(tl_home):
         at.check_health("v-never-built")
 
 
+def _published_with_fingerprint(version: str, files: dict, warnings: list[str] = ()) -> None:
+    """Publish ``version`` as built from the store as it is now (its manifest's fingerprint)."""
+    from topic_lineage import noop, store
+    from topic_lineage import warehouse as wh
+
+    _validated(version, files, warnings)
+    assert wh.publish(version).published
+    manifest = wh.read_manifest(version)
+    manifest[noop.FINGERPRINT_KEY] = noop.fingerprint(store.snapshot_listing(), 0.5, 5)
+    wh.write_manifest(version, manifest)
+
+
+def test_plan_decides_the_no_op_and_what_a_no_op_run_still_runs(tl_home, monkeypatch):
+    """plan's decision (noop_run): build when anything differs from the published version;
+    otherwise skip build, validate and publish, and health unless the published gate warned."""
+    from scd_support import snap, tid, topic
+
+    from topic_lineage import store
+
+    monkeypatch.delenv("TOPIC_LINEAGE_HOLD_RATIO", raising=False)
+    monkeypatch.delenv("TOPIC_LINEAGE_HOLD_MIN", raising=False)
+    assert at.noop_run("v-new") is None  # nothing published: build
+    store.save(snap(0, topic("orders", tid(1))), "live")
+    _published_with_fingerprint("healthy", {A: 1})
+    assert at.noop_run("v-new") == []  # nothing new, healthy: plan is the run's only task
+    monkeypatch.setenv("TOPIC_LINEAGE_HOLD_MIN", "6")
+    assert at.noop_run("v-new") is None  # other hold thresholds: other tables
+    monkeypatch.delenv("TOPIC_LINEAGE_HOLD_MIN")
+    store.save(snap(1, topic("orders", tid(1)), topic("payments", tid(2))), "live")
+    assert at.noop_run("v-new") is None  # a new snapshot: build
+
+    _published_with_fingerprint("stale", {A: 1, B: 1}, ["snapshot_runs: newest complete snapshot is fresh"])
+    assert at.noop_run("v-new") == ["health"]  # health runs, and fails as over that version
+
+
 def test_health_task_runs_after_publish_even_a_skipped_one():
     """DAG shape: health follows publish with trigger rule none_failed and no retries."""
     from pathlib import Path
@@ -226,4 +261,6 @@ def test_health_task_runs_after_publish_even_a_skipped_one():
     assert health.upstream_task_ids == {"publish", "plan"}
     assert health.trigger_rule == "none_failed" and health.retries == 0
     assert dag.get_task("validate").downstream_task_ids == {"publish"}
+    # plan is directly upstream of every other task, so its no-op skip reaches them all
+    assert dag.get_task("plan").downstream_task_ids == {"build", "validate", "publish", "health"}
 

@@ -91,6 +91,11 @@ def test_incarnations_dag_is_asset_and_time_scheduled(dagbag):
         a.uri.rsplit("/", 1)[-1] for a in dag.get_task("publish").outlets
     }
     assert dag.get_task("build").downstream_task_ids == {"validate"}
+    # plan decides a no-op run and skips the rest itself (no task process for them)
+    from airflow.providers.standard.utils.skipmixin import SkipMixin
+
+    assert isinstance(dag.get_task("plan"), SkipMixin)
+    assert dag.get_task("plan").downstream_task_ids == {"build", "validate", "publish", "health"}
     assert dag.get_task("validate").downstream_task_ids == {"publish"}
 
 

@@ -87,6 +87,20 @@ def task_instances(dag_run):
         return {(ti.task_id, ti.rendered_map_index or ti.map_index): ti.state for ti in tis}
 
 
+def tries(dag_run) -> dict[str, int]:
+    """Each task's try number: 0 for a task that was never scheduled (no process was started)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = (
+            session.query(TaskInstance)
+            .filter(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)
+            .all()
+        )
+        return {ti.task_id: ti.try_number for ti in tis}
+
+
 def asset_events(uri: str) -> list[dict]:
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
@@ -194,14 +208,17 @@ def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_
     assert len([r for r in rows if r["name"] == "payments"]) == 1
     assert warehouse.read_manifest(warehouse.current_version())["status"] == "published"
 
-    # Nothing new stored since: the next run is a no-op. build skips (no spark-submit), validate
-    # and publish skip with it, and the run succeeds (topic_lineage/noop.py).
+    # Nothing new stored since: the next run is a no-op, decided by plan (topic_lineage/noop.py):
+    # plan skips build (no spark-submit), validate, publish and, the published gate having
+    # warned about nothing, health. None of them is ever scheduled, so no task process is
+    # started for them; the run succeeds.
     published = warehouse.current_version()
     again = load_dag("topic_incarnations").test()
     states = task_instances(again)
-    assert [states[(task, -1)] for task in ("plan", "build", "validate", "publish")] == [
-        "success", "skipped", "skipped", "skipped"
+    assert [states[(task, -1)] for task in ("plan", "build", "validate", "publish", "health")] == [
+        "success", "skipped", "skipped", "skipped", "skipped"
     ]
+    assert tries(again) == {"plan": 1, "build": 0, "validate": 0, "publish": 0, "health": 0}
     assert again.state == "success"
     assert warehouse.current_version() == published
     assert [m["version"] for m in warehouse.list_versions()] == [published]

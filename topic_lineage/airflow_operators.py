@@ -5,8 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.utils.skipmixin import SkipMixin
+from airflow.sdk import BaseOperator
 
 from topic_lineage import airflow_tasks as at
+
+
+class PlanOperator(BaseOperator, SkipMixin):
+    """Names the version this run builds (its return value, the XCom the other tasks read) and
+    decides, without Spark, whether the run is a no-op (:func:`topic_lineage.airflow_tasks.
+    noop_run`). A no-op run skips its downstream tasks from here, as a branch does, so the
+    scheduler starts no task process for ``build``, ``validate``, ``publish`` (nor ``health``
+    unless the published version's gate warned)."""
+
+    def execute(self, context: Any) -> str:
+        version = at.plan_version(context["run_id"], context["dag_run"].run_type)
+        follow = at.noop_run(version)
+        if follow is None:
+            return version
+        ti = context["ti"]
+        ti.xcom_push(key="return_value", value=version)  # a skip ends execute before its return
+        self.skip_all_except(ti, follow)
+        return version
 
 
 class BuildVersionOperator(SparkSubmitOperator):
@@ -28,15 +48,14 @@ class BuildVersionOperator(SparkSubmitOperator):
         version = str(self.application_args[1])
         if not at.prepare_build(version):
             return None
-        # No-op run (nothing new since the published version): skip, and with it validate and
-        # publish; the run succeeds. Decided without Spark (topic_lineage/noop.py).
+        # Checked again here (``plan`` decided it before this run waited for the build pool):
+        # a no-op skips, and with it validate and publish; the run succeeds. No Spark is needed
+        # to decide (topic_lineage/noop.py).
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from spark_jobs.build import hold_policy
         from topic_lineage import noop
 
-        policy = hold_policy()
-        decision = noop.decide(policy.ratio, policy.min_count)
+        decision = noop.decide(*noop.hold_thresholds())
         if decision.noop:
             raise AirflowSkipException(str(decision))
         return super().execute(context)

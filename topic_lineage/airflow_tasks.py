@@ -409,6 +409,34 @@ def plan_version(run_id: str, run_type: str) -> str:
     return version
 
 
+NOOP_FOLLOW_ON_WARNINGS = ["health"]
+
+
+def noop_run(version: str) -> list[str] | None:
+    """The ``plan`` task's decision: ``None`` when this run must build ``version``; for a no-op
+    run (nothing new since the published version: :mod:`topic_lineage.noop`, no Spark), the
+    tasks it still runs.
+
+    A no-op run skips ``build``, ``validate`` and ``publish`` from ``plan``, so no task process
+    is started for them. ``health`` runs only when the published version's gate warned (it then
+    fails, as in every run over that version); otherwise it is skipped too and ``plan`` is the
+    run's only task process.
+    """
+    from topic_lineage import noop, warehouse
+
+    decision = noop.decide(*noop.hold_thresholds())
+    if not decision.noop:
+        log.info("version %s will be built: %s", version, decision)
+        return None
+    log.info("no-op run, %s: build, validate and publish are skipped (no Spark)", decision)
+    gate = warehouse.read_manifest(decision.version).get("gate") or {}
+    if gate.get("warnings"):
+        log.warning("the published version %s passed its gate with warnings; health reports them",
+                    decision.version)
+        return list(NOOP_FOLLOW_ON_WARNINGS)
+    return []
+
+
 def prepare_build(version: str) -> bool:
     """Before (re)running the build of ``version``: ``False`` when it is already built.
 

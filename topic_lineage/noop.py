@@ -28,6 +28,25 @@ from importlib import metadata
 from pathlib import Path
 
 FINGERPRINT_KEY = "store_fingerprint"
+HOLD_RATIO_ENV = "TOPIC_LINEAGE_HOLD_RATIO"
+HOLD_MIN_ENV = "TOPIC_LINEAGE_HOLD_MIN"
+
+
+def hold_thresholds(ratio: float | None = None, min_count: int | None = None) -> tuple[float, int]:
+    """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN`` (0.5, 5).
+
+    Read here, without pyspark, so that the no-op decision of an Airflow run imports no Spark;
+    the build (``spark_jobs.build.hold_policy``) reads them through this function too.
+    """
+    import os
+
+    from topic_lineage.errors import TopicLineageError
+
+    try:
+        return (float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, "0.5")),
+                int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, "5")))
+    except ValueError as exc:
+        raise TopicLineageError(f"invalid mass-deletion hold threshold: {exc}") from None
 
 
 def _build_code_files() -> list[Path]:
