@@ -83,3 +83,22 @@ def _release_cached_frames(request):
     yield
     if "spark" in request.fixturenames:
         request.getfixturevalue("spark").catalog.clearCache()
+
+
+# The longest test files, started first so that the two workers (scripts/test.sh) do not end
+# on them one after the other; order within a file is kept.
+_LONGEST_FIRST = (
+    "test_airflow_local_deployment.py",
+    "test_benchmarks_quick.py",
+    "test_scd_properties.py",
+    "test_ui_browser.py",
+    "test_faults.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        name = item.path.name
+        return _LONGEST_FIRST.index(name) if name in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable
