@@ -184,7 +184,8 @@ def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
     assert not snap.complete
     assert len(snap.topics) == 1500
     lost = [o for o in snap.topics if o.error is not None]
-    assert lost and {o.error for o in lost} <= {"TRANSPORT", "TIMED_OUT"}
+    # client-side errors only; DESTROY_BROKER: librdkafka aborted a request whose connection died
+    assert lost and {o.error for o in lost} <= {"TRANSPORT", "TIMED_OUT", "DESTROY_BROKER"}
     assert all(o.error is None and o.topic_id for o in snap.topics if o not in lost)
     store.save(snap, "live")
     assert_kept(before, digest(t.snapshots_dir()))

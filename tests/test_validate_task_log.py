@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import sys
 
 import pytest
 from test_quality_gate import comeback_version, healthy_version
@@ -33,6 +34,9 @@ def test_validate_task_log_is_short_and_links_the_ui(spark, tl_home, capfd, monk
     monkeypatch.setenv("TOPIC_LINEAGE_MAX_AGE", "off")
     root = logging.getLogger()
     monkeypatch.setattr(root, "level", logging.DEBUG)  # every logger's records reach the handlers
+    # One handler on this test's stderr, as a task's log has: a handler an earlier test of the
+    # same worker left on the root logger may hold a stream pytest has closed since.
+    monkeypatch.setattr(root, "handlers", [logging.StreamHandler(sys.stderr)])
     healthy_version("v-good")
     wh.write_manifest("v-good", {"version": "v-good", "status": wh.BUILT})
     capfd.readouterr()
