@@ -6,6 +6,9 @@
 # Test files are spread over $TOPIC_LINEAGE_TEST_WORKERS worker processes (default 2; pytest-xdist,
 # a file stays on one worker): much of the suite waits on Airflow, a broker or a browser, not on
 # the CPU. TOPIC_LINEAGE_TEST_WORKERS=0 runs everything in this process.
+# Except in --fast mode it also installs .venv-dbt/ (scripts/install_dbt.sh) for the dbt peer
+# benchmark test (tests/test_bench_dbt.py), which fails without it; TOPIC_LINEAGE_NO_DBT=1 skips
+# both the install and that test.
 set -euo pipefail
 fast=()
 if [ "${1:-}" = "--fast" ]; then
@@ -15,6 +18,9 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_DBT:-}" != 1 ]; then
+  bash scripts/install_dbt.sh
+fi
 # The Data Docs and UI browser tests drive Debian's headless Chromium.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "installing Debian's chromium for the browser tests"

@@ -93,6 +93,7 @@ _LONGEST_FIRST = (
     "test_scd_properties.py",
     "test_ui_browser.py",
     "test_faults.py",
+    "test_bench_dbt.py",
 )
 
 

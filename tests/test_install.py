@@ -44,3 +44,17 @@ def test_stack_major_versions(dist, prefix):
 
 def test_pandas_is_below_3_for_pyspark():
     assert int(md.version("pandas").split(".")[0]) < 3
+
+
+def test_dbt_lock_pins_dbt_1_10_apart_from_the_main_lock():
+    """The peer benchmark's dbt venv (scripts/install_dbt.sh): 1.10, since 1.11 downloads a
+    parser from outside the package registry; its own venv, since it needs pathspec<0.13."""
+    root = Path(__file__).resolve().parent.parent
+    pins = dict(
+        line.split("==", 1) for line in (root / "requirements-dbt.lock").read_text().splitlines()
+        if "==" in line and not line.startswith((" ", "#"))
+    )
+    assert pins["dbt-core"].startswith("1.10.") and pins["dbt-duckdb"].startswith("1.10.")
+    assert tuple(int(x) for x in pins["pathspec"].split(".")[:2]) < (0, 13)
+    assert all("==" in line for line in (root / "requirements-dbt.lock").read_text().splitlines()
+               if line.strip() and not line.lstrip().startswith("#"))

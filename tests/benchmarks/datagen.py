@@ -19,6 +19,11 @@ What happens between two rounds of one cluster (rates per topic per round unless
   (the mass-deletion hold R3 must hold it; round 4 shows everything again);
 - each cluster has its ``__consumer_offsets`` (internal, 50 partitions).
 
+A small history may by chance have no incomplete snapshot and no describe error; ``History``'s
+``incomplete`` and ``describe_errors`` force them at given (cluster index, round) pairs (the
+first non-internal topic shown gets the error). Unforced snapshots draw the same random numbers
+either way, so forcing leaves the rest of a cluster's history unchanged up to that snapshot.
+
 Every topic has an ID (a modern KRaft cluster); the DuckDB reference implementation relies on it.
 """
 
@@ -52,8 +57,10 @@ def cluster_ids(count: int) -> list[tuple[str, str]]:
 
 
 class _Cluster:
-    def __init__(self, index: int, cluster_id: str, alias: str, topics: int, seed: str, glitch: bool):
+    def __init__(self, index: int, cluster_id: str, alias: str, topics: int, seed: str, glitch: bool,
+                 incomplete: frozenset[int] = frozenset(), describe_errors: frozenset[int] = frozenset()):
         self.index, self.cluster_id, self.alias, self.glitch = index, cluster_id, alias, glitch
+        self.force_incomplete, self.force_errors = incomplete, describe_errors  # round numbers
         self.rng = random.Random(seed)
         self.serial = 0
         self.live: dict[str, TopicObservation] = {}
@@ -109,7 +116,7 @@ class _Cluster:
         complete = True
         if self.glitch and round_no == GLITCH_ROUND:
             topics = [obs for obs in topics if rng.random() < 0.1]
-        elif rng.random() < 0.01:
+        elif rng.random() < 0.01 or round_no in self.force_incomplete:  # draws either way
             complete = False
             topics = [obs for obs in topics if rng.random() < 0.8]
         shown = tuple(
@@ -117,14 +124,22 @@ class _Cluster:
             if rng.random() < 0.0005 else obs
             for obs in topics
         )
+        if round_no in self.force_errors:
+            i = next(i for i, obs in enumerate(shown) if not obs.is_internal and not obs.error)
+            obs = shown[i]
+            shown = (*shown[:i], TopicObservation(obs.name, obs.topic_id, None, None, None, ERROR_NAME),
+                     *shown[i + 1:])
         return Snapshot(self.cluster_id, self.alias, at, complete, shown)
 
 
 class History:
     """The seeded history; iterate rounds with :meth:`rounds`, store them with :meth:`store_rounds`."""
 
-    def __init__(self, topics: int = 10_000, clusters: int = 3, seed: int = 42):
+    def __init__(self, topics: int = 10_000, clusters: int = 3, seed: int = 42, *,
+                 incomplete: tuple[tuple[int, int], ...] = (),
+                 describe_errors: tuple[tuple[int, int], ...] = ()):
         self.topics, self.clusters, self.seed = topics, clusters, seed
+        self.incomplete, self.describe_errors = incomplete, describe_errors  # (cluster index, round)
 
     def rounds(self, start: int, stop: int) -> Iterator[list[Snapshot]]:
         """Rounds ``start .. stop-1`` (the state is replayed from round 0, so any range is
@@ -133,7 +148,9 @@ class History:
         per_cluster = [self.topics // self.clusters + (i < self.topics % self.clusters)
                        for i in range(self.clusters)]
         sims = [
-            _Cluster(i, cid, alias, n, f"{self.seed}-{cid}", glitch=(i == self.clusters - 1))
+            _Cluster(i, cid, alias, n, f"{self.seed}-{cid}", glitch=(i == self.clusters - 1),
+                     incomplete=frozenset(r for c, r in self.incomplete if c == i),
+                     describe_errors=frozenset(r for c, r in self.describe_errors if c == i))
             for i, ((cid, alias), n) in enumerate(zip(ids, per_cluster))
         ]
         for round_no in range(stop):
