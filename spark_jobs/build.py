@@ -110,7 +110,8 @@ def _read_table(spark, version: str, table: str, ddl: str):
 def _write(df, path: Path, files: int | None = None) -> None:
     if files is not None:
         df = df.coalesce(files)
-    df.write.mode("errorifexists").option("compression", "zstd").parquet(str(path))
+    # "error" is "errorifexists" by its other name, the only one Spark Connect accepts
+    df.write.mode("error").option("compression", "zstd").parquet(str(path))
 
 
 def _link_files(source: Path, target: Path) -> int:

@@ -75,3 +75,77 @@ def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, mon
                           capture_output=True, text=True, timeout=120, check=False)
     assert duck.returncode == 0, duck.stderr[-3000:]
     assert duck.stdout == local.stdout
+
+
+def _published_rows(home: Path, version: str) -> dict[str, list]:
+    """Every table of a version as sorted rows (read with pyarrow: no Spark in this process)."""
+    import pyarrow.parquet as pq
+
+    from topic_lineage import tables as t
+
+    rows = {}
+    for table in t.TABLES:
+        path = home / "warehouse" / "versions" / version / table
+        data = pq.read_table(path, columns=t.ddl_columns(t.TABLE_DDL[table])).to_pylist()
+        rows[table] = sorted(data, key=repr)
+    return rows
+
+
+AIRFLOW_TASKS = """
+import sys
+from topic_lineage import airflow_tasks as at, warehouse as wh
+version = wh.new_version_id()
+built = at.build_on_connect_server(version)
+assert built is not None and built["version"] == version, built
+at.validate_version(version)
+print(at.publish_version(version))
+"""
+
+
+def test_build_validate_publish_on_the_server_equals_a_local_build(tl_home, monkeypatch):
+    """With the deployment's Spark Connect server running, the CLI's `build` (full refresh, then
+    an incremental cycle) and the Airflow build, validate and publish task bodies run on it:
+    they need no JVM of their own (JAVA_HOME points nowhere), keep write-audit-publish (each
+    version validated before it is published), and publish the same rows as a local build of
+    the same snapshots."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
+    from datagen import History  # the benchmark's generator: a held snapshot in round 3
+
+    monkeypatch.setenv(spark_server.PORT_ENV, str(free_port()))
+    monkeypatch.setenv("TOPIC_LINEAGE_DRIVER_MEMORY", "1g")
+    monkeypatch.setenv("TOPIC_LINEAGE_MAX_AGE", "off")  # the generated history is old
+    history = History(topics=40, clusters=2)
+    history.store_rounds(0, 5)
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(tl_home)}
+    env.pop(spark_server.REMOTE_ENV, None)
+    no_java = {**env, "JAVA_HOME": str(tl_home / "no-java")}
+
+    def run(command: list[str], environment: dict) -> subprocess.CompletedProcess:
+        done = subprocess.run(command, env=environment, capture_output=True, text=True,
+                              timeout=900, check=False)
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+        return done
+
+    state = spark_server.start()
+    try:
+        full = run([str(SCRIPT), "build", "--full-refresh"], no_java)
+        assert "quality gate PASSED" in full.stdout and "published" in full.stdout, full.stdout
+        history.store_rounds(5, 6, only_cluster=0)
+        cycle = run([str(SCRIPT), "build"], no_java)
+        assert "incremental build" in cycle.stdout and "published" in cycle.stdout, cycle.stdout
+        history.store_rounds(6, 7, only_cluster=1)
+        run([sys.executable, "-c", AIRFLOW_TASKS], no_java)
+    finally:
+        assert spark_server.stop()
+    assert not pid_alive(state["pid"])
+    published = wh.current_version()
+    manifest = wh.read_manifest(published)
+    assert manifest["mode"] == "incremental" and manifest["gate"]["passed"]
+    statuses = [h["status"] for h in manifest["history"]]
+    assert statuses.index("validated") < statuses.index("published")  # write-audit-publish
+
+    # The same snapshots built locally (its own JVM), from scratch: the same rows.
+    run([str(SCRIPT), "build", "--full-refresh", "--no-publish", "--master", "local[2]",
+         "--version-id", "local"], env)
+    assert wh.current_version() == published
+    assert _published_rows(tl_home, published) == _published_rows(tl_home, "local")

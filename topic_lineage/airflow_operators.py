@@ -31,6 +31,8 @@ class PlanOperator(BaseOperator, SkipMixin):
 
 class BuildVersionOperator(SparkSubmitOperator):
     """``spark-submit spark_jobs/build.py --version-id V``: writes version V, never publishes.
+    When the deployment's Spark Connect server runs, the same build runs on it from the task
+    process instead (:func:`topic_lineage.airflow_tasks.build_on_connect_server`).
 
     Goes through the Spark provider (connection ``spark_default``: its host is the master,
     ``local[*]`` when set up by ``topic-lineage airflow setup``). Safe to retry: an unfinished
@@ -58,4 +60,8 @@ class BuildVersionOperator(SparkSubmitOperator):
         decision = noop.decide(*noop.hold_thresholds())
         if decision.noop:
             raise AirflowSkipException(str(decision))
+        # On the deployment's Spark Connect server when it runs (no JVM start, warm planner);
+        # else spark-submit through the provider, as before.
+        if at.build_on_connect_server(version) is not None:
+            return None
         return super().execute(context)

@@ -465,6 +465,30 @@ def prepare_build(version: str) -> bool:
     return True
 
 
+def build_on_connect_server(version: str) -> dict[str, Any] | None:
+    """The ``build`` task's body when the deployment's Spark Connect server runs
+    (:func:`topic_lineage.spark_server.remote_url`): build ``version`` on it from this task
+    process (no spark-submit, no JVM of its own); ``None`` when no server answers (the task
+    then submits ``spark_jobs/build.py`` as before). Writes only: validate and publish are the
+    next tasks."""
+    from topic_lineage import spark_server
+
+    url = spark_server.remote_url()
+    if url is None:
+        return None
+    from spark_jobs.build import build_version, hold_policy
+
+    log.info("building version %s on the Spark Connect server %s", version, url)
+    spark = spark_server.connect(url)
+    try:
+        info = build_version(spark, version, policy=hold_policy())
+    finally:
+        spark.stop()  # releases this session on the server; the server keeps running
+    log.info("%s", info)
+    return {"version": info.version, "mode": info.mode, "seconds": info.seconds,
+            "row_counts": info.row_counts}
+
+
 QUIET_LOGGERS = ("great_expectations", "py4j")
 """Loggers held at WARNING during the gate: GX logs hundreds of lines per validation."""
 
@@ -557,13 +581,18 @@ def validate_version(version: str) -> dict[str, Any]:
 
     from topic_lineage.quality import context as qc
     from topic_lineage.quality.gate import validate_version as gate
-    from topic_lineage.spark import get_spark
+    from topic_lineage.spark import pipeline_session
     from topic_lineage.ui import data_docs_url
 
     with _quiet_loggers():
         with _child_stderr_to_stdout():
-            spark = get_spark("topic-lineage-validate")
-        result = gate(spark, version)  # records the verdict in the version's manifest
+            # the deployment's Spark Connect server when it runs, else a local Spark
+            spark, remote = pipeline_session("topic-lineage-validate")
+        try:
+            result = gate(spark, version)  # records the verdict in the version's manifest
+        finally:
+            if remote:  # release the server-side session; a local one ends with the task
+                spark.stop()
     base_url = airflow_base_url()
     for line in gate_log_lines(result, base_url):
         log.info("%s", line)

@@ -60,3 +60,20 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def pipeline_session(app_name: str, master: str | None = None):
+    """The session a build or a validation runs on: the deployment's Spark Connect server when
+    one answers (:func:`topic_lineage.spark_server.remote_url`) and no ``master`` was asked for,
+    so the step starts no JVM and plans on a warm one; else :func:`get_spark` as before.
+
+    Returns ``(spark, remote_url_or_None)``. ``spark.stop()`` on a Connect session only releases
+    it on the server; the server keeps running.
+    """
+    if master is None:
+        from topic_lineage import spark_server
+
+        url = spark_server.remote_url()
+        if url:
+            return spark_server.connect(url), url
+    return get_spark(app_name, master=master), None

@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-validate", action="store_true",
                    help="skip the quality gate; only with --no-publish (an unvalidated version is "
                    "never published)")
-    p.add_argument("--master", help="Spark master URL (default: $TOPIC_LINEAGE_SPARK_MASTER or local[*])")
+    p.add_argument("--master", help="Spark master URL (default: the deployment's Spark Connect "
+                   "server when it runs, else $TOPIC_LINEAGE_SPARK_MASTER or local[*]); a master "
+                   "given here never uses the server")
     p.add_argument("--hold-ratio", type=float, help="R3: hold a snapshot closing more than this share "
                    "of live incarnations (default 0.5)")
     p.add_argument("--hold-min", type=int, help="R3: ... and at least this many (default 5)")
@@ -82,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from spark_jobs.build import hold_policy
     from topic_lineage.commands.quality_cmds import gate_options
     from topic_lineage.pipeline import run_build
-    from topic_lineage.spark import get_spark
+    from topic_lineage.spark import pipeline_session
 
     if args.no_validate and not args.no_publish:  # before Spark starts
         raise wh.PublishRefused(
@@ -99,7 +101,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         if decision.noop:
             print(decision)
             return 0
-    spark = get_spark("topic-lineage-build", master=args.master)
+    # The deployment's Spark Connect server when it runs (no JVM start), unless --master.
+    spark, _ = pipeline_session("topic-lineage-build", master=args.master)
     try:
         result = run_build(
             spark, version_id=args.version_id, full_refresh=args.full_refresh,

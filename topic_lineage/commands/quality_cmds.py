@@ -63,9 +63,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             "nothing is published yet; build the tables with 'topic-lineage build', or name a "
             "built version with --version"
         )
-    from topic_lineage.spark import get_spark
+    from topic_lineage.spark import pipeline_session
 
-    spark = get_spark("topic-lineage-validate")
-    result = gate.validate_version(spark, version, **options)
+    spark, remote = pipeline_session("topic-lineage-validate")  # the Connect server when it runs
+    try:
+        result = gate.validate_version(spark, version, **options)
+    finally:
+        if remote:  # release the server-side session (a local one ends with the process)
+            spark.stop()
     print(result.report())
     return 0 if result.success else 1
