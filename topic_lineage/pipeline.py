@@ -112,7 +112,7 @@ def run_build(
             "a build that skips the quality gate cannot publish; build with --no-publish, then "
             "'topic-lineage validate --version V' and 'topic-lineage publish V'"
         )
-    if validate:
+    if validate and type(spark).__module__.startswith("pyspark.sql.connect"):
         _import_gate_in_background()
     info = build_version(spark, version_id, full_refresh, policy=policy)
     if not validate:
@@ -123,9 +123,10 @@ def run_build(
 
 
 def _import_gate_in_background() -> None:
-    """Import Great Expectations (8-12 s of a cycle on 2 loaded cores, issue #16) while the
-    build runs: the build mostly waits on Spark (on the Connect server, this process is idle),
-    so the gate finds its modules loaded. Only imports: the gate opens its context itself."""
+    """Import Great Expectations (8-12 s of a cycle on 2 loaded cores, issue #16) while a build
+    runs on the Connect server (this process only waits on it), so the gate finds its modules
+    loaded. Only imports: the gate opens its context itself. Not with a local Spark: there the
+    build's own imports (pandas, pyarrow) could meet GX's in another thread."""
     import threading
 
     def load() -> None:
