@@ -31,6 +31,8 @@ export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
 workers=${TOPIC_LINEAGE_TEST_WORKERS:-2}
 parallel=()
 if [ "$workers" != 0 ]; then
-  parallel=(-n "$workers" --dist loadfile)
+  # in collection order: tests/conftest.py puts the longest files first (xdist would otherwise
+  # start the files with the most tests first)
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 exec .venv/bin/python -m pytest "${parallel[@]}" "${fast[@]}" "$@"

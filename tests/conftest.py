@@ -87,13 +87,21 @@ def _release_cached_frames(request):
 
 # The longest test files, started first so that the two workers (scripts/test.sh) do not end
 # on them one after the other; order within a file is kept.
-_LONGEST_FIRST = (
-    "test_airflow_local_deployment.py",
+_LONGEST_FIRST = (  # by their measured time in a full run (CI rehearsal, 2 workers)
     "test_benchmarks_quick.py",
-    "test_scd_properties.py",
-    "test_ui_browser.py",
+    "test_airflow_local_deployment.py",
     "test_faults.py",
+    "test_spark_server.py",
+    "test_scd_rules.py",
+    "test_scd_publish.py",
+    "test_dags_run.py",
+    "test_quality_gate.py",
+    "test_scd_order.py",
+    "test_cli.py",
+    "test_scd_properties.py",
     "test_bench_dbt.py",
+    "test_ui_real_build.py",
+    "test_ui_browser.py",
 )
 
 
