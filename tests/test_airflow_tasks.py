@@ -65,10 +65,10 @@ def test_kafka_asset_uri_names_first_bootstrap_server_and_alias():
 
 # --- late / backfill -------------------------------------------------------------------------
 def decide(run_type="scheduled", start=T0 - QUARTER, end=T0, now=T0 + timedelta(seconds=5),
-           archive=False):
+           archive=False, run_after=None):
     return at.decide_capture(
         run_type=run_type, interval_start=start, interval_end=end, now=now,
-        late_after=QUARTER, archive_configured=archive,
+        late_after=QUARTER, archive_configured=archive, run_after=run_after,
     )
 
 
@@ -99,6 +99,26 @@ def test_late_run_of_an_old_interval_skips_with_the_reason():
 
 def test_manual_run_of_an_old_logical_date_is_late():
     assert decide(run_type="manual", now=T0 + timedelta(hours=1)).action == "skip"
+
+
+def test_manual_trigger_just_before_a_boundary_captures_after_it():
+    """Seen in a test run: triggered at 18:29:44, so given [18:00, 18:15); its task started at
+    18:30:09, 15m09s after the interval's end, but 25 s after the trigger: on time."""
+    triggered = T0 + QUARTER - timedelta(seconds=16)
+    started = T0 + QUARTER + timedelta(seconds=9)
+    assert decide(run_type="manual", now=started).action == "skip"  # counted from the interval
+    assert decide(run_type="manual", now=started, run_after=triggered).action == "capture"
+    # still late when the task starts more than the bound after the trigger
+    assert decide(run_type="manual", now=triggered + QUARTER + timedelta(seconds=1),
+                  run_after=triggered).action == "skip"
+
+
+def test_trigger_of_an_old_logical_date_or_a_cleared_run_stays_late():
+    """run_after counts only when it is within the bound after the interval's end."""
+    now = T0 + timedelta(days=3)
+    assert decide(run_type="manual", now=now, run_after=now).action == "skip"  # old date, now
+    assert decide(now=now, run_after=T0).action == "skip"  # scheduled, cleared 3 days later
+    assert decide(run_type="manual", now=now, run_after=T0 + QUARTER).action == "skip"
 
 
 def test_manual_run_without_interval_captures_now():

@@ -200,6 +200,7 @@ def decide_capture(
     now: datetime,
     late_after: timedelta,
     archive_configured: bool,
+    run_after: datetime | None = None,
 ) -> CaptureDecision:
     """Whether a run may record *now*'s metadata for its data interval.
 
@@ -207,6 +208,12 @@ def decide_capture(
     ago (a backfill, a run cleared days later, a late catch-up) would claim the past looked like
     the present. Such runs ingest archived snapshots of their interval when an archive is
     configured, and otherwise skip. A run is a backfill by its run type, never by its run_id.
+
+    Lateness counts from when the run became due (``run_after``) when that is within
+    ``late_after`` of the interval's end: a run triggered by hand gets the last complete interval,
+    which may have ended up to one interval earlier, and must not turn late because its task
+    started a few seconds after the next boundary. A trigger for an old logical date, or a run
+    cleared long after it was due, is still late.
     """
     run_type = str(getattr(run_type, "value", run_type))
     window = (
@@ -223,7 +230,10 @@ def decide_capture(
         return CaptureDecision("capture", "run without a data interval: capturing now")
     if interval_start is not None and now < interval_start:
         return CaptureDecision(fallback, f"interval {window} has not started yet (now {_iso(now)})")
-    lateness = now - interval_end
+    due = interval_end
+    if run_after is not None and interval_end <= run_after <= interval_end + late_after:
+        due = run_after
+    lateness = now - due
     if lateness > late_after:
         return CaptureDecision(
             fallback,
@@ -299,6 +309,7 @@ def run_snapshot_task(cluster: Mapping[str, str], context: Mapping[str, Any]) ->
         now=datetime.now(UTC),
         late_after=late_after(start, end),
         archive_configured=archive_dir is not None,
+        run_after=getattr(dag_run, "run_after", None),
     )
     log.info("cluster %s: %s (%s)", spec.alias, decision.action, decision.reason)
     if decision.action == "skip":
