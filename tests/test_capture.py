@@ -13,6 +13,7 @@ from topic_lineage import store
 from topic_lineage import topic_id as tid
 from topic_lineage.capture import CaptureError, ClusterUnavailableError, capture_snapshot
 from topic_lineage.kafka_config import KafkaConfigError
+from topic_lineage.local_broker import LocalBroker, free_port
 
 # librdkafka's own (client-side) errors: negative codes, names with a leading "_"
 LOCAL_ERROR_NAMES = {
@@ -20,7 +21,6 @@ LOCAL_ERROR_NAMES = {
     if name.startswith("_") and not name.startswith("__")
     and isinstance(getattr(KafkaError, name), int) and getattr(KafkaError, name) < 0
 }
-from topic_lineage.local_broker import LocalBroker, free_port
 
 pytestmark = pytest.mark.broker
 

@@ -233,12 +233,12 @@ def decide_capture(
     due = interval_end
     if run_after is not None and interval_end <= run_after <= interval_end + late_after:
         due = run_after
-    lateness = now - due
-    if lateness > late_after:
+    if now - due > late_after:  # then the interval ended at least that long ago too
         return CaptureDecision(
             fallback,
-            f"late run for interval {window}: it ended {_duration(lateness)} ago, more than the "
-            f"allowed {_duration(late_after)}; a live capture now would not show that interval",
+            f"late run for interval {window}: it ended {_duration(now - interval_end)} ago, "
+            f"more than the allowed {_duration(late_after)}; a live capture now would not show "
+            "that interval",
         )
     return CaptureDecision("capture", f"on-time run for interval {window}")
 

@@ -339,7 +339,7 @@ def main(argv=None) -> int:
     topics = args.topics or (300 if args.quick else 10_000)
     histories = args.histories or ([3, 12] if args.quick else [10, 100, 1000])
     if histories != sorted(set(histories)):
-        parser.error("--histories must be three different lengths, shortest first")
+        parser.error("--histories must be different lengths, shortest first")
     capture_sizes = args.capture_sizes or ([100, 300] if args.quick else [1000, 10_000])
 
     work = Path(tempfile.mkdtemp(prefix="tl-bench-"))
