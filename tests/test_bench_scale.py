@@ -1,0 +1,49 @@
+"""The scale benchmark (tests/benchmarks/bench_scale.py, issue #16 goal 5) run as documented, at
+sizes CI affords, so that its code cannot rot: every figure, identical rows, a clear refusal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_scale_benchmark_at_tiny_sizes_reports_its_figures_and_identical_rows(tmp_path):
+    """A whole run: stored observations = topic_snapshots rows, the JVM measured, DuckDB equal."""
+    out = tmp_path / "scale.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks.bench_scale", "--topics", "40", "--rounds", "5",
+         "--clusters", "2", "--json-out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=850, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(out.read_text())
+
+    stored = result["generate"]
+    assert stored["observations"] > 40 and stored["store_mib"] > 0 and stored["seconds"] > 0
+    full = result["full_refresh"]
+    assert full["mode"] == "full" and full["snapshots"] == 5 * 2
+    assert full["row_counts"]["topic_snapshots"] == stored["observations"]
+    assert full["peak_rss_mib"] > 100 and full["meets_rss_goal"] is True  # a JVM, within 4 GiB
+    assert full["observations_per_s"] > 0
+    assert result["reference"]["row_counts"] == full["row_counts"]
+    assert result["reference"]["peak_rss_mib"] > 0 and result["spark_to_duckdb_ratio"] > 0
+    assert result["cross_check"]["identical"] is True
+    assert not Path(result["work"]).exists()  # a temporary working directory is removed
+
+
+def test_scale_benchmark_refuses_empty_sizes():
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks.bench_scale", "--rounds", "0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 2
+    assert "--rounds" in done.stderr and "at least 1" in done.stderr
