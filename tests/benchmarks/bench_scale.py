@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,13 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.run_all import PY, PeakRss, log, run_build
+from tests.benchmarks.run_all import PY, log, run_build, run_measured, utc_now
 
 RSS_GOAL_MIB = 4096
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _disk_mib(path: Path) -> float:
@@ -52,17 +47,12 @@ def _child(home: Path, code: str, *args: str, what: str, cwd: Path = ROOT) -> di
     """Run ``python -c code args`` as a process of its own; its last stdout line is a JSON
     object, returned with the process's wall time and peak resident set."""
     env = dict(os.environ, TOPIC_LINEAGE_HOME=str(home), PYTHONPATH=str(ROOT))
-    started = time.perf_counter()
-    proc = subprocess.Popen([PY, "-c", code, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    rss = PeakRss(proc.pid)
-    output, errors = proc.communicate()
-    peak = rss.stop()
-    wall = round(time.perf_counter() - started, 2)
+    proc, wall, peak = run_measured([PY, "-c", code, *args], env=env, cwd=cwd)
+    wall = round(wall, 2)
     if proc.returncode:
-        last = (errors.strip().splitlines() or ["(no error output)"])[-1]
+        last = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
         raise StepFailed(f"{what} failed after {wall} s (exit {proc.returncode}, peak RSS {peak} MiB): {last}")
-    result = json.loads(output.strip().splitlines()[-1])
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
     result.update(process_wall_s=wall, peak_rss_mib=peak)
     return result
 
@@ -107,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     home = work / "home"
     os.environ["TOPIC_LINEAGE_HOME"] = str(home)
     doc = {"work": str(work), "topics": args.topics, "rounds": args.rounds, "clusters": args.clusters,
-           "seed": args.seed, "cpus": os.cpu_count(), "started_at": _utc_now()}
+           "seed": args.seed, "cpus": os.cpu_count(), "started_at": utc_now()}
     status = 0
     try:
         log(f"scale: generating {args.rounds} rounds x {args.topics} topics, {args.clusters} clusters")
@@ -144,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"scale: {failed}")
         status = 1
     finally:
-        doc["finished_at"] = _utc_now()
+        doc["finished_at"] = utc_now()
         text = json.dumps(doc, indent=1)
         print(text, flush=True)
         if args.json_out:

@@ -77,6 +77,24 @@ class PeakRss:
         return round(self.peak / 2**20, 1)
 
 
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def run_measured(cmd: list[str], *, env: dict, cwd: Path = ROOT,
+                 merge_stderr: bool = False) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run ``cmd`` to its end as a process of its own: the finished process (text output), its
+    wall seconds and the peak resident set (MiB) of its process tree."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
+    rss = PeakRss(proc.pid)
+    output, errors = proc.communicate()
+    peak = rss.stop()
+    wall = time.perf_counter() - started
+    return subprocess.CompletedProcess(cmd, proc.returncode, output, errors), wall, peak
+
+
 def spark_env(home: Path, master: str) -> dict:
     env = dict(os.environ)
     env.update(
@@ -99,15 +117,9 @@ def run_build(home: Path, version: str, *, full: bool, master: str = "local[*]",
     cmd += ["--base-version", base] if base else []
     if full:
         cmd.append("--full-refresh")
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=spark_env(home, master), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    rss = PeakRss(proc.pid)
-    output, _ = proc.communicate()
-    peak = rss.stop()
-    wall = time.perf_counter() - started
+    proc, wall, peak = run_measured(cmd, env=spark_env(home, master), merge_stderr=True)
     if proc.returncode:
-        raise SystemExit(f"build {version} failed ({proc.returncode}):\n{output[-3000:]}")
+        raise SystemExit(f"build {version} failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
     manifest = json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
     return {"version": version, "mode": manifest["mode"], "build_s": manifest["seconds"],
             "process_wall_s": round(wall, 2), "peak_rss_mib": peak,
@@ -344,7 +356,7 @@ def main(argv=None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="tl-bench-"))
     result: dict = {"quick": args.quick, "topics": topics, "histories": histories, "seed": args.seed,
-                    "cpus": os.cpu_count(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "cpus": os.cpu_count(), "started_at": utc_now(),
                     "errors": {}}
 
     def phase(name: str, fn) -> None:
@@ -377,7 +389,7 @@ def main(argv=None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result["finished_at"] = utc_now()
     print(table(result))
     document = json.dumps(result, indent=2, default=str)
     print(document)
