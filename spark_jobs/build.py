@@ -44,6 +44,7 @@ from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.faults import fault_point
+from topic_lineage.spark import SMALL_INPUT_CONF, files_bytes, sized_for
 
 log = logging.getLogger("topic_lineage.build")
 
@@ -186,69 +187,79 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
     })
 
     if manifest is None:
-        log.info("full build of %s: %s", version, why_full)
         recomputed = sorted({_file_key(r)[0] for r in files})
-        store_rows = _read_store(spark, sorted(files))
-        derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy)
-        runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
-        _write(inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
-        mode = "full"
+        input_bytes = sum(files.values())
     else:
         newest = manifest.get("cluster_newest", {})
         late = {c for c, stamp in map(_file_key, new_files) if c in newest and stamp <= newest[c]}
         touched = {_file_key(r)[0] for r in new_files}
         incremental = touched - late
         recomputed = sorted(late)
-        log.info("incremental build of %s on %s: %d new file(s), late clusters: %s",
-                 version, base, len(new_files), recomputed or "none")
         read_files = [r for r in new_files if _file_key(r)[0] in incremental] + [
             r for r in sorted(files) if _file_key(r)[0] in late
         ]
-        store_rows = _read_store(spark, read_files)
-        base_runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL)
-        base_state = _read_table(spark, base, wh.STATE_TABLE, inc.STATE_DDL)
-        base_inc = _read_table(spark, base, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL)
-        cluster = F.col(t.CLUSTER_ID)
-        in_incremental = cluster.isin(sorted(incremental)) if incremental else F.lit(False)
-        in_late = cluster.isin(sorted(late)) if late else F.lit(False)
-        # Runs: the base's runs of incremental clusters keep their hold decision; new runs and
-        # every run of a recomputed cluster get one now.
-        new_runs = inc.snapshot_runs_input(store_rows)
-        old_runs = base_runs.filter(in_incremental).withColumn(t.AUTHORITATIVE, F.lit(None).cast("boolean"))
-        all_runs = old_runs.select(*t.ddl_columns(inc.RUNS_IN_DDL)).unionByName(new_runs)
-        derived = inc.derive(store_rows, all_runs, base_state.filter(in_incremental), policy)
-        runs = base_runs.filter(~(in_incremental | in_late)).unionByName(derived.snapshot_runs)
-        incarnations = inc.merge_incarnations(base_inc.filter(~in_late), derived.topic_incarnations)
-        state = base_state.filter(~(in_incremental | in_late)).unionByName(derived.state)
-        _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
-        new_obs = inc.topic_snapshots(_read_store(spark, new_files))
-        if new_files:
-            _write(new_obs, out / ".new_topic_snapshots", files=1 if len(new_files) < 50 else None)
-            for part in (out / ".new_topic_snapshots").glob("*.parquet"):
-                os.replace(part, out / t.TOPIC_SNAPSHOTS / part.name)
-            import shutil
+        input_bytes = sum(files[r] for r in {*read_files, *new_files}) + files_bytes(
+            *(wh.version_path(base, x) for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, wh.STATE_TABLE))
+        )
+    # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
+    with sized_for(spark, input_bytes) as small_input:
+        if manifest is None:
+            log.info("full build of %s: %s", version, why_full)
+            store_rows = _read_store(spark, sorted(files))
+            derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy,
+                                   checkpoint=small_input)
+            runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
+            _write(inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
+            mode = "full"
+        else:
+            log.info("incremental build of %s on %s: %d new file(s), late clusters: %s",
+                     version, base, len(new_files), recomputed or "none")
+            store_rows = _read_store(spark, read_files)
+            base_runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL)
+            base_state = _read_table(spark, base, wh.STATE_TABLE, inc.STATE_DDL)
+            base_inc = _read_table(spark, base, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL)
+            cluster = F.col(t.CLUSTER_ID)
+            in_incremental = cluster.isin(sorted(incremental)) if incremental else F.lit(False)
+            in_late = cluster.isin(sorted(late)) if late else F.lit(False)
+            # Runs: the base's runs of incremental clusters keep their hold decision; new runs and
+            # every run of a recomputed cluster get one now.
+            new_runs = inc.snapshot_runs_input(store_rows)
+            old_runs = base_runs.filter(in_incremental).withColumn(t.AUTHORITATIVE, F.lit(None).cast("boolean"))
+            all_runs = old_runs.select(*t.ddl_columns(inc.RUNS_IN_DDL)).unionByName(new_runs)
+            derived = inc.derive(store_rows, all_runs, base_state.filter(in_incremental), policy,
+                                   checkpoint=small_input)
+            runs = base_runs.filter(~(in_incremental | in_late)).unionByName(derived.snapshot_runs)
+            incarnations = inc.merge_incarnations(base_inc.filter(~in_late), derived.topic_incarnations)
+            state = base_state.filter(~(in_incremental | in_late)).unionByName(derived.state)
+            _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
+            new_obs = inc.topic_snapshots(_read_store(spark, new_files))
+            if new_files:
+                _write(new_obs, out / ".new_topic_snapshots", files=1 if len(new_files) < 50 else None)
+                for part in (out / ".new_topic_snapshots").glob("*.parquet"):
+                    os.replace(part, out / t.TOPIC_SNAPSHOTS / part.name)
+                import shutil
 
-            shutil.rmtree(out / ".new_topic_snapshots")
-        mode = "incremental"
+                shutil.rmtree(out / ".new_topic_snapshots")
+            mode = "incremental"
 
-    try:
-        _write(runs, out / t.SNAPSHOT_RUNS, files=1)
-        fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
-        _write(incarnations, out / t.TOPIC_INCARNATIONS, files=_files_for(incarnations, mode))
-        _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
-    finally:
-        derived.unpersist()
+        try:
+            _write(runs, out / t.SNAPSHOT_RUNS, files=1)
+            fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
+            _write(incarnations, out / t.TOPIC_INCARNATIONS, files=_files_for(incarnations, mode))
+            _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
+        finally:
+            derived.unpersist()
 
-    counts = {
-        table: spark.read.parquet(str(out / table)).count() for table in t.TABLES
-    }
-    newest = {
-        row[t.CLUSTER_ID]: row["newest"]
-        for row in spark.read.parquet(str(out / t.SNAPSHOT_RUNS))
-        .groupBy(t.CLUSTER_ID)
-        .agg(F.max(t.CAPTURED_AT).alias("newest"))
-        .collect()
-    }
+        counts = {
+            table: spark.read.parquet(str(out / table)).count() for table in t.TABLES
+        }
+        newest = {
+            row[t.CLUSTER_ID]: row["newest"]
+            for row in spark.read.parquet(str(out / t.SNAPSHOT_RUNS))
+            .groupBy(t.CLUSTER_ID)
+            .agg(F.max(t.CAPTURED_AT).alias("newest"))
+            .collect()
+        }
     from topic_lineage.snapshot import compact_timestamp
 
     info = VersionInfo(
@@ -260,6 +271,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         version, wh.BUILT,
         mode=mode, snapshot_files=files, snapshot_count=len(files), new_snapshots=len(new_files),
         recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
+        input_bytes=input_bytes, spark_settings=SMALL_INPUT_CONF if small_input else "session",
         hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
         cluster_newest={c: compact_timestamp(_as_utc(ts)) for c, ts in newest.items()},
         # What the build read, for no-op runs (topic_lineage/noop.py).

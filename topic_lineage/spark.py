@@ -5,6 +5,7 @@ Import this only inside tasks and commands: it imports pyspark.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -96,3 +97,63 @@ def pipeline_session(app_name: str, master: str | None = None):
         if url:
             return spark_server.connect(url), url
     return get_spark(app_name, master=master), None
+
+
+# A build or gate over little data spends its time on Spark's per-stage and per-job overhead,
+# not on the data: adaptive query execution re-plans at every shuffle (77 jobs instead of 20 for
+# one incremental build) and every shuffle has as many tasks as partitions. Measured on one
+# incremental cycle over the 10 M-observation benchmark history, warm session, 2 cores
+# (2026-11-24, docs/benchmarks.md): build 20-21 s with the defaults, 13-17 s with these.
+SMALL_INPUT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.adaptive.enabled": "false"}
+SMALL_INPUT_ENV = "TOPIC_LINEAGE_SMALL_INPUT_MB"
+DEFAULT_SMALL_INPUT_MB = 64.0
+
+
+def small_input_limit() -> int:
+    """Bytes of input up to which a build or gate runs with :data:`SMALL_INPUT_CONF`
+    (``$TOPIC_LINEAGE_SMALL_INPUT_MB``, default 64; 0 turns it off)."""
+    text = os.environ.get(SMALL_INPUT_ENV)
+    try:
+        megabytes = DEFAULT_SMALL_INPUT_MB if text is None else float(text)
+    except ValueError:
+        megabytes = -1.0
+    if megabytes < 0:
+        from topic_lineage.errors import TopicLineageError
+
+        raise TopicLineageError(
+            f"invalid ${SMALL_INPUT_ENV} {text!r}: give a size in MiB (e.g. 64), 0 to turn the "
+            f"small-input settings off"
+        )
+    return int(megabytes * 1024 * 1024)
+
+
+def files_bytes(*paths) -> int:
+    """Total size of the files under ``paths`` (directories or files; missing ones count 0)."""
+    from pathlib import Path
+
+    total = 0
+    for path in map(Path, paths):
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            total += sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return total
+
+
+@contextlib.contextmanager
+def sized_for(spark, input_bytes: int):
+    """Run the block with :data:`SMALL_INPUT_CONF` when ``input_bytes`` is at most
+    :func:`small_input_limit`, restoring the session's values afterwards (a Connect server's
+    session or a test's outlives it). Yields whether it applied. The results are the same
+    either way; only the plan's execution differs."""
+    if input_bytes > small_input_limit():
+        yield False
+        return
+    previous = {key: spark.conf.get(key) for key in SMALL_INPUT_CONF}
+    for key, value in SMALL_INPUT_CONF.items():
+        spark.conf.set(key, value)
+    try:
+        yield True
+    finally:
+        for key, value in previous.items():
+            spark.conf.set(key, value)

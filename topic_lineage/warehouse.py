@@ -191,14 +191,15 @@ def gate_passed(manifest: dict) -> bool:
 
 
 def record_verdict(
-    version: str, *, passed: bool, warnings: list[str], failures: list[str], report: str = ""
+    version: str, *, passed: bool, warnings: list[str], failures: list[str], report: str = "",
+    details: dict | None = None,
 ) -> dict:
     """Store the quality gate's verdict in the version's manifest (called by the gate only).
 
     A built version becomes ``validated`` (no critical failure; warnings allowed) or
     ``rejected``; a published version keeps its status, and a version still being built is
     left alone. The verdict (``gate``: passed, warnings, failures, at) is what :func:`publish`
-    checks.
+    checks; ``details`` are stored with it (the gate's suite fingerprint and what it read).
     """
     if not (version_dir(version) / MANIFEST).exists():
         log.info("version %s has no manifest: its verdict is not recorded", version)
@@ -207,7 +208,7 @@ def record_verdict(
         manifest = read_manifest(version)
         status = manifest.get("status")
         verdict = {"passed": bool(passed), "warnings": list(warnings), "failures": list(failures),
-                   "at": _now()}
+                   "at": _now(), **(details or {})}
         if status in (BUILT, VALIDATED, REJECTED):
             if passed:
                 manifest = set_status(version, VALIDATED, gate=verdict)

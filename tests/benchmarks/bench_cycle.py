@@ -64,7 +64,22 @@ def breakdown(wall_s: float, started_at: float) -> dict:
         "publish_s": round(times["published"] - times["validated"], 2),
         "mode": manifest["mode"], "new_snapshots": manifest["new_snapshots"],
         "snapshots": manifest["snapshot_count"],
+        # issue #16: what made the cycle cheap, as the build and the gate recorded it
+        "spark_settings": manifest.get("spark_settings"),
+        "topic_snapshots_read": (manifest.get("gate") or {}).get("topic_snapshots_read"),
     }
+
+
+def store_one_snapshot(history, round_no: int) -> float:
+    """Store round ``round_no`` of the first cluster, as a capture stores it; return the seconds
+    of storing only (the generator replays the history from round 0 to make the snapshot, which
+    is the benchmark's cost, not the cycle's)."""
+    from topic_lineage import store
+
+    snapshot = next(iter(history.rounds(round_no, round_no + 1)))[0]
+    started = time.perf_counter()
+    store.save_all([snapshot], "live")
+    return round(time.perf_counter() - started, 2)
 
 
 def main(argv=None) -> int:
@@ -96,9 +111,7 @@ def main(argv=None) -> int:
     result["noop_s"], out = cli(env, "build")
     assert "nothing new to build" in out.stdout, out.stdout
 
-    stored = time.perf_counter()
-    history.store_rounds(args.rounds, args.rounds + 1, only_cluster=0)
-    result["store_one_snapshot_s"] = round(time.perf_counter() - stored, 2)
+    result["store_one_snapshot_s"] = store_one_snapshot(history, args.rounds)
     started = time.time()
     wall, _ = cli(env, "build")
     result["cycle"] = breakdown(wall, started)
@@ -124,9 +137,7 @@ def main(argv=None) -> int:
         # on the server (build and validate run on it: no JVM start in the process).
         result["connect_cycles"] = []
         for extra in range(args.connect_cycles):
-            stored = time.perf_counter()
-            history.store_rounds(args.rounds + 1 + extra, args.rounds + 2 + extra, only_cluster=0)
-            store_s = round(time.perf_counter() - stored, 2)
+            store_s = store_one_snapshot(history, args.rounds + 1 + extra)
             started = time.time()
             wall, _ = cli(env, "build")
             cycle = breakdown(wall, started)

@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Exit status: 0 passed (with or without warnings), 1 failed, 2 could not validate.",
     )
     p.add_argument("--version", help="version to validate (default: the published one)")
+    p.add_argument(
+        "--all-rows",
+        action="store_true",
+        help="read every topic_snapshots row; by default the files a version shares with the "
+        "base it was built on are skipped when the gate passed that base with the same suite",
+    )
     add_gate_options(p)
     p.set_defaults(func=cmd_validate)
 
@@ -67,7 +73,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     spark, remote = pipeline_session("topic-lineage-validate")  # the Connect server when it runs
     try:
-        result = gate.validate_version(spark, version, **options)
+        result = gate.validate_version(spark, version, all_rows=args.all_rows, **options)
     finally:
         if remote:  # release the server-side session (a local one ends with the process)
             spark.stop()

@@ -17,6 +17,13 @@ Severity (the GX ``severity`` of each expectation, set in :mod:`~topic_lineage.q
 a failed *critical* expectation fails the gate (the version is rejected); a failed *warning*
 (freshness, error share) is reported everywhere a failure is, but the gate passes.
 
+What is read: all of ``snapshot_runs`` and ``topic_incarnations``; of ``topic_snapshots`` only the
+files the version does not share with a base that passed the same suite (:func:`snapshot_scope`):
+an incremental build hard-links its base's files, whose rows were validated there, so a cycle
+validates its new observations, not the whole history (issue #16: 95-105 s of a cycle on 10 M
+observations before, docs/benchmarks.md). ``validate_version(..., all_rows=True)`` (``validate
+--all-rows``) reads everything.
+
 Imports Spark and Great Expectations lazily: import this module anywhere.
 """
 
@@ -143,6 +150,8 @@ class GateResult:
     config: GateConfig | None = None
     validated_at: datetime | None = None
     seconds: float = 0.0
+    scope: dict[str, str] = field(default_factory=dict)
+    """Table -> what of it was read, for a table not read whole (:class:`SnapshotScope`)."""
 
     @property
     def failed_names(self) -> list[str]:
@@ -192,6 +201,8 @@ class GateResult:
         for failure in self.warning_failures:  # one line each: they never block
             rows = "; ".join(", ".join(f"{k}={show(v)}" for k, v in row.items()) for row in failure.rows[:3])
             lines.append(f"  ! warning: {failure.table}: {failure.name}" + (f" ({rows})" if rows else ""))
+        for table, scope in sorted(self.scope.items()):
+            lines.append(f"  {table}: {scope}")
         lines.append(f"Data Docs: {self.docs_index}")
         return "\n".join(lines)
 
@@ -227,6 +238,83 @@ def read_version(spark, version: str) -> dict:
     return frames
 
 
+# --- what of topic_snapshots needs validating ----------------------------------------------------
+SUITE_FINGERPRINT = "topic_snapshots_suite"
+"""Key of the verdict (version manifest, ``gate``) holding the fingerprint of the
+``topic_snapshots`` suite that passed the version's files."""
+
+
+@dataclass(frozen=True)
+class SnapshotScope:
+    """The ``topic_snapshots`` files of a version the gate reads: ``new_files``, and not the
+    ``inherited`` ones, which are the very files (same device and inode: hard links) of the
+    version's ``base``, a version the gate passed with the same suite.
+
+    Sound because every ``topic_snapshots`` expectation is about one row (canonical, not
+    reserved) or one snapshot (no ID carried by two names), and an incremental build writes each
+    new snapshot's rows to new files only (``spark_jobs/build.py``): a snapshot is in the base's
+    files or in the new ones, never in both. Files are never rewritten in place."""
+
+    base: str
+    new_files: tuple[Path, ...]
+    inherited: int
+
+    def describe(self) -> str:
+        return (f"validated the rows of {len(self.new_files)} new file(s); {self.inherited} file(s) "
+                f"are those of version {self.base}, which passed the same suite")
+
+
+def suite_fingerprint(ctx, table: str = t.TOPIC_SNAPSHOTS) -> str:
+    """sha256 of the stored suite's expectations (type, arguments, severity): a verdict
+    inherited by file is only taken from a base checked by the same expectations."""
+    import hashlib
+    import json
+
+    configs = [e.configuration.to_json_dict() for e in ctx.suites.get(table).expectations]
+    for config in configs:
+        config.pop("id", None)
+        config.pop("rendered_content", None)
+    return hashlib.sha256(json.dumps(configs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def snapshot_scope(version: str, fingerprint: str) -> SnapshotScope | None:
+    """What of ``version``'s ``topic_snapshots`` to read, or None to read it all: when it has
+    no base, when the base's verdict did not pass or came from another suite, or when no file is
+    shared (copied instead of linked, or the base is gone)."""
+    from topic_lineage import warehouse
+
+    try:
+        base = warehouse.read_manifest(version).get("base_version")
+        verdict = (warehouse.read_manifest(base).get("gate") or {}) if base else {}
+    except warehouse.WarehouseError:
+        return None
+    if verdict.get("passed") is not True or verdict.get(SUITE_FINGERPRINT) != fingerprint:
+        return None
+    ours = version_table_path(version, t.TOPIC_SNAPSHOTS)
+    theirs = version_table_path(base, t.TOPIC_SNAPSHOTS)
+    new_files, inherited = [], 0
+    for path in sorted(ours.glob("*.parquet")):
+        try:
+            same = os.path.samefile(path, theirs / path.name)
+        except OSError:  # not in the base (new), or the base is gone
+            same = False
+        if same:
+            inherited += 1
+        else:
+            new_files.append(path)
+    if not inherited:
+        return None
+    return SnapshotScope(base=base, new_files=tuple(new_files), inherited=inherited)
+
+
+def _scoped_snapshots(spark, version: str, scope: SnapshotScope):
+    table = version_table_path(version, t.TOPIC_SNAPSHOTS)
+    columns = t.ddl_columns(t.TOPIC_SNAPSHOTS_DDL)
+    if not scope.new_files:  # nothing new: no rows to check (the schema, read from the table)
+        return spark.read.parquet(str(table)).select(*columns).limit(0)
+    return spark.read.parquet(*[str(path) for path in scope.new_files]).select(*columns)
+
+
 # --- validating ----------------------------------------------------------------------------------
 def validate_version(
     spark,
@@ -235,28 +323,43 @@ def validate_version(
     max_age: timedelta | None | str = "env",
     max_error_share: float | None = None,
     now: datetime | None = None,
+    all_rows: bool = False,
 ) -> GateResult:
     """Validate the tables of ``version`` (a directory under ``tables.versions_dir()``).
 
     ``max_age``: a timedelta, ``None`` to disable freshness, or ``"env"`` (default) for
     ``$TOPIC_LINEAGE_MAX_AGE`` / 24 hours. ``now`` (aware) is the instant freshness and "no
-    snapshot from the future" are judged against; default: the current time.
+    snapshot from the future" are judged against; default: the current time. ``all_rows``:
+    read all of ``topic_snapshots``, also the files a passed base shares (:func:`snapshot_scope`).
     """
     from topic_lineage import warehouse
+    from topic_lineage.quality import context as qc
+    from topic_lineage.spark import files_bytes, sized_for
 
     config = GateConfig.from_env()
     if max_age != "env":
         config = GateConfig(max_age=max_age, max_error_share=config.max_error_share)
     if max_error_share is not None:
         config = GateConfig(max_age=config.max_age, max_error_share=max_error_share)
+    ctx = qc.get_context()
+    fingerprint = suite_fingerprint(ctx)
     with warehouse.reading(version):  # retention cannot remove it while it is validated
-        result = validate_frames(spark, read_version(spark, version), version=version,
-                                 config=config, now=now)
+        frames = read_version(spark, version)
+        scope = None if all_rows else snapshot_scope(version, fingerprint)
+        if scope is not None:
+            frames[t.TOPIC_SNAPSHOTS] = _scoped_snapshots(spark, version, scope)
+        read = [version_table_path(version, x) for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS)]
+        read += scope.new_files if scope else [version_table_path(version, t.TOPIC_SNAPSHOTS)]
+        with sized_for(spark, files_bytes(*read)):  # little to read: settings for that
+            result = validate_frames(spark, frames, version=version, config=config, now=now,
+                                     ctx=ctx, scope={t.TOPIC_SNAPSHOTS: scope.describe()} if scope else None)
     # the verdict publish() checks: the version is validated (warnings allowed) or rejected
     warehouse.record_verdict(
         version, passed=result.success, warnings=result.warnings,
         failures=[f"{f.table}: {f.name}" for f in result.critical_failures],
         report=result.report() if not result.success else "",
+        details={SUITE_FINGERPRINT: fingerprint,
+                 "topic_snapshots_read": scope.describe() if scope else "all rows"},
     )
     return result
 
@@ -269,11 +372,14 @@ def validate_frames(
     config: GateConfig | None = None,
     now: datetime | None = None,
     sample_rows: int = SAMPLE_ROWS,
+    ctx=None,
+    scope: dict[str, str] | None = None,
 ) -> GateResult:
     """Run every table's checkpoint on the given DataFrames (keyed by table name).
 
     Tables missing from ``frames`` are not validated (tests validate one table at a time); the
-    gate proper always passes all three.
+    gate proper always passes all three. ``ctx``: the GX context (default: opened here);
+    ``scope``: table -> what of it the frame holds, when not the whole table (reported).
     """
     from great_expectations.core.run_identifier import RunIdentifier
 
@@ -290,7 +396,7 @@ def validate_frames(
         suites.MAX_ERROR_SHARE: config.max_error_share,
     }
     started = time.monotonic()
-    ctx = qc.get_context()
+    ctx = ctx or qc.get_context()
     validated_at = datetime.now(UTC)
     run_id = RunIdentifier(run_name=version, run_time=validated_at)
     outcomes: list[Outcome] = []
@@ -328,6 +434,7 @@ def validate_frames(
         config=config,
         validated_at=validated_at,
         seconds=time.monotonic() - started,
+        scope=dict(scope or {}),
     )
     from topic_lineage.quality import overview
 

@@ -1,0 +1,161 @@
+"""What makes one pipeline cycle cheap (issue #16, goal 1), and that it changes no result.
+
+- The gate reads of ``topic_snapshots`` only the files an incremental version does not share
+  with a base the gate passed with the same suite (``quality.gate.snapshot_scope``); anything
+  else (no verdict, another suite, a copied file, ``--all-rows``) reads every row.
+- A build or gate over little input runs with ``topic_lineage.spark.SMALL_INPUT_CONF`` and the
+  derivation checkpoints instead of persisting (``spark.sized_for``); the tables are the same
+  as with the session's settings.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from scd_support import snap, tid, topic
+
+from spark_jobs.build import build_version
+from topic_lineage import cli, pipeline, store
+from topic_lineage import spark as tl_spark
+from topic_lineage import tables as t
+from topic_lineage import warehouse as wh
+from topic_lineage.errors import TopicLineageError
+from topic_lineage.quality import gate
+from topic_lineage.quality.suites import SNAPSHOT_IDS_NOT_SHARED
+
+X, Y, Z = tid(1), tid(2), tid(3)
+
+
+def _verdict(version: str) -> dict:
+    return wh.read_manifest(version)["gate"]
+
+
+def _published_base(spark) -> str:
+    store.save_all([snap(0, topic("orders", X), topic("payments", Y)),
+                    snap(1, topic("orders", X), topic("payments", Y))], "import:jsonl")
+    result = pipeline.run_build(spark, gate_options={"max_age": None})
+    assert result.published and result.info.mode == "full"
+    assert _verdict(result.version)["topic_snapshots_read"] == "all rows"
+    assert _verdict(result.version)[gate.SUITE_FINGERPRINT]
+    return result.version
+
+
+# --- the gate's scope ------------------------------------------------------------------------
+@pytest.mark.spark
+def test_an_incremental_cycle_validates_its_new_observations_only(spark, tl_home, capsys):
+    base = _published_base(spark)
+    store.save(snap(2, topic("orders", X), topic("payments", Y), topic("refunds", Z)))
+    result = pipeline.run_build(spark, gate_options={"max_age": None})
+
+    assert result.published and result.info.mode == "incremental"
+    read = _verdict(result.version)["topic_snapshots_read"]
+    assert read.startswith("validated the rows of 1 new file(s);") and base in read
+    assert result.gate.scope == {t.TOPIC_SNAPSHOTS: read}
+    assert f"{t.TOPIC_SNAPSHOTS}: {read}" in result.gate.report()
+    # --all-rows (the CLI, as users run it) reads the whole table again
+    assert cli.main(["validate", "--all-rows", "--max-age", "off"]) == 0
+    assert "validated the rows of" not in capsys.readouterr().out
+    assert _verdict(result.version)["topic_snapshots_read"] == "all rows"
+
+
+@pytest.mark.spark
+def test_a_new_shared_id_fails_the_gate_of_an_incremental_build(spark, tl_home):
+    """The inherited files are skipped, the new ones are not: a snapshot in which two names
+    carry one ID, new in this build, is refused (and the base stays published)."""
+    base = _published_base(spark)
+    store.save(snap(2, topic("orders", X), topic("payments", Y), topic("orders-copy", X)))
+    with pytest.raises(pipeline.ValidationFailed, match=SNAPSHOT_IDS_NOT_SHARED) as failed:
+        pipeline.run_build(spark, gate_options={"max_age": None})
+    assert X in str(failed.value) and "orders-copy" in str(failed.value)
+    assert wh.current_version() == base
+    rejected = failed.value.result.version
+    assert wh.read_manifest(rejected)["mode"] == "incremental"
+    assert "1 new file(s)" in _verdict(rejected)["topic_snapshots_read"]
+
+
+@pytest.mark.spark
+def test_what_makes_the_gate_read_every_row(spark, tl_home):
+    base = _published_base(spark)
+    store.save(snap(2, topic("orders", X)))
+    version = build_version(spark, "v-next").version
+    ctx_fingerprint = _verdict(base)[gate.SUITE_FINGERPRINT]
+    ours = wh.version_path(version, t.TOPIC_SNAPSHOTS)
+    shared = sorted(p for p in ours.glob("*.parquet")
+                    if (wh.version_path(base, t.TOPIC_SNAPSHOTS) / p.name).exists())
+    assert shared, "the incremental build links the base's files"
+
+    scope = gate.snapshot_scope(version, ctx_fingerprint)
+    assert scope is not None and scope.base == base and scope.inherited == len(shared)
+    assert [p.name for p in scope.new_files] == sorted(
+        p.name for p in ours.glob("*.parquet") if p not in shared)
+
+    # another suite passed the base: nothing inherited
+    assert gate.snapshot_scope(version, "another suite") is None
+    # a copy is not the file the base validated, even with the same name and bytes
+    copy = shared[0].with_suffix(".tmp")
+    shutil.copy2(shared[0], copy)
+    copy.replace(shared[0])
+    scope = gate.snapshot_scope(version, ctx_fingerprint)
+    assert scope is None or shared[0] in scope.new_files
+    # a base whose verdict did not pass (or has none) passes nothing on
+    manifest = wh.read_manifest(base)
+    manifest["gate"]["passed"] = False
+    wh.write_manifest(base, manifest)
+    assert gate.snapshot_scope(version, ctx_fingerprint) is None
+    del manifest["gate"]
+    wh.write_manifest(base, manifest)
+    assert gate.snapshot_scope(version, ctx_fingerprint) is None
+
+
+# --- small input: the same rows with either settings ----------------------------------------
+def _tables(spark, version: str) -> dict[str, list]:
+    return {
+        table: sorted(json.dumps(row.asDict(), default=str, sort_keys=True)
+                      for row in spark.read.parquet(str(wh.version_path(version, table))).collect())
+        for table in t.TABLES
+    }
+
+
+@pytest.mark.spark
+def test_small_input_settings_give_the_same_tables(spark, tmp_path, monkeypatch):
+    """A full build, then an incremental one with a late snapshot and a new one, once with the
+    small-input settings (the default for this size) and once with the session's, each in a
+    home of its own."""
+    history = [snap(0, topic("orders", X), topic("payments", Y)),
+               snap(2, topic("orders", X, partitions=6)),
+               snap(3, topic("orders", Z, error="TOPIC_AUTHORIZATION_FAILED"), complete=False)]
+    later = [snap(1, topic("orders", X), topic("payments", Y)),  # late
+             snap(4, topic("orders", Z), topic("payments", Y))]
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    built = {}
+    for label, limit in (("small", None), ("session", "0")):
+        monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / label))
+        if limit is None:
+            monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
+        else:
+            monkeypatch.setenv(tl_spark.SMALL_INPUT_ENV, limit)
+        store.save_all(history, "import:jsonl")
+        full = build_version(spark, "v-full", full_refresh=True)
+        store.save_all(later, "import:jsonl")
+        incremental = build_version(spark, "v-inc", base_version=full.version)
+        assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive  # restored
+        assert incremental.mode == "incremental" and incremental.recomputed_clusters
+        expected = tl_spark.SMALL_INPUT_CONF if label == "small" else "session"
+        manifests = [wh.read_manifest(v) for v in ("v-full", "v-inc")]
+        assert [m["spark_settings"] for m in manifests] == [expected, expected]
+        assert all(m["input_bytes"] > 0 for m in manifests)
+        built[label] = (_tables(spark, "v-full"), _tables(spark, "v-inc"))
+    assert built["small"] == built["session"]
+    assert built["small"][1] != built["small"][0]  # the second build changed something
+
+
+def test_small_input_limit_is_read_from_the_environment(monkeypatch):
+    monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
+    assert tl_spark.small_input_limit() == 64 * 1024 * 1024
+    monkeypatch.setenv(tl_spark.SMALL_INPUT_ENV, "0.5")
+    assert tl_spark.small_input_limit() == 512 * 1024
+    monkeypatch.setenv(tl_spark.SMALL_INPUT_ENV, "lots")
+    with pytest.raises(TopicLineageError, match=r"TOPIC_LINEAGE_SMALL_INPUT_MB 'lots'"):
+        tl_spark.small_input_limit()
