@@ -44,7 +44,8 @@ from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.faults import fault_point
-from topic_lineage.spark import SMALL_INPUT_CONF, files_bytes, sized_for
+from topic_lineage.fsutil import files_bytes
+from topic_lineage.spark import SMALL_INPUT_CONF, sized_for
 
 log = logging.getLogger("topic_lineage.build")
 

@@ -1,4 +1,5 @@
-"""Durable file replacement, shared by the snapshot store and the warehouse pointer."""
+"""Plain file helpers: durable replacement (the snapshot store, the warehouse pointer), process
+liveness, sizes on disk."""
 
 from __future__ import annotations
 
@@ -30,3 +31,14 @@ def pid_alive(pid: int) -> bool:
             return handle.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def files_bytes(*paths) -> int:
+    """Total size of the files under ``paths`` (directories or files; missing ones count 0)."""
+    total = 0
+    for path in map(Path, paths):
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            total += sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return total

@@ -127,19 +127,6 @@ def small_input_limit() -> int:
     return int(megabytes * 1024 * 1024)
 
 
-def files_bytes(*paths) -> int:
-    """Total size of the files under ``paths`` (directories or files; missing ones count 0)."""
-    from pathlib import Path
-
-    total = 0
-    for path in map(Path, paths):
-        if path.is_file():
-            total += path.stat().st_size
-        elif path.is_dir():
-            total += sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-    return total
-
-
 @contextlib.contextmanager
 def sized_for(spark, input_bytes: int):
     """Run the block with :data:`SMALL_INPUT_CONF` when ``input_bytes`` is at most

@@ -31,12 +31,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.benchmarks.run_all import PY, log, run_build, run_measured, utc_now
+from topic_lineage.fsutil import files_bytes
 
 RSS_GOAL_MIB = 4096
 
 
 def _disk_mib(path: Path) -> float:
-    return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20, 1)
+    return round(files_bytes(path) / 2**20, 1)
 
 
 class StepFailed(RuntimeError):
