@@ -220,9 +220,14 @@ def task_states(api: Api, dag_id: str, run_id: str) -> dict[str, str]:
     return {task: ti["state"] for task, ti in task_instances(api, dag_id, run_id).items()}
 
 
+def trigger(api: Api, dag_id: str) -> dict:
+    """The UI's Trigger (no logical date); returns the new run."""
+    return api.json(f"/api/v2/dags/{dag_id}/dagRuns", "POST", {"logical_date": None, "conf": {}})
+
+
 def trigger_and_wait(api: Api, dag_id: str, timeout_s: float) -> dict:
-    """The UI's Trigger (no logical date), then wait for the run to end."""
-    run = api.json(f"/api/v2/dags/{dag_id}/dagRuns", "POST", {"logical_date": None, "conf": {}})
+    """The UI's Trigger, then wait for the run to end."""
+    run = trigger(api, dag_id)
     run_id = run["dag_run_id"]
 
     def finished():

@@ -55,17 +55,12 @@ from test_airflow_local_deployment import (  # the deployment test's own helpers
     dag_runs,
     private_root,
     task_instances,
+    trigger,
     trigger_and_wait,
 )
 from test_ui_browser import wait_for
 
 TASKS = ("plan", "build", "validate", "publish", "health")
-
-
-def trigger(api: Api, dag_id: str) -> str:
-    """The UI's Trigger (no logical date); returns the run id."""
-    return api.json(f"/api/v2/dags/{dag_id}/dagRuns", "POST", {"logical_date": None, "conf": {}})[
-        "dag_run_id"]
 
 
 def run_of(api: Api, dag_id: str, run_id: str) -> dict:
@@ -91,7 +86,7 @@ def capture_cycle(api: Api, broker, serial: int, churn: int) -> dict:
     broker.create_topics([f"new-{serial:03d}-{i:04d}" for i in range(churn)])
     builds_before = {r["dag_run_id"] for r in dag_runs(api, BUILD_DAG)}
     with cycle_clock(api) as clock:
-        snap_id = trigger(api, SNAPSHOT_DAG)
+        snap_id = trigger(api, SNAPSHOT_DAG)["dag_run_id"]
         snap = wait_for(lambda: ended(api, SNAPSHOT_DAG, snap_id), 600, "the capture run",
                         interval=0.5)
         build = wait_for(lambda: next((r for r in dag_runs(api, BUILD_DAG)
@@ -115,7 +110,7 @@ def generated_cycle(api: Api, history, round_no: int) -> dict:
 
     store_s = store_one_snapshot(history, round_no)
     with cycle_clock(api) as clock:
-        clock["build_run_id"] = trigger(api, BUILD_DAG)
+        clock["build_run_id"] = trigger(api, BUILD_DAG)["dag_run_id"]
     clock["row"]["store_s"] = store_s
     return clock["row"]
 
