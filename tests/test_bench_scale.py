@@ -34,6 +34,11 @@ def test_scale_benchmark_at_tiny_sizes_reports_its_figures_and_identical_rows(tm
     assert full["row_counts"]["topic_snapshots"] == stored["observations"]
     assert full["peak_rss_mib"] > 100 and full["meets_rss_goal"] is True  # a JVM, within 4 GiB
     assert full["observations_per_s"] > 0
+    # where the peak was: the build's processes at that sample, the JVM among them, adding up
+    by_process = full["peak_rss_by_process"]
+    assert "java" in {row["name"] for row in by_process}, by_process
+    assert abs(sum(row["rss_mib"] for row in by_process) - full["peak_rss_mib"]) < 1, by_process
+    assert all(0 <= row["file_or_shared_mib"] <= row["rss_mib"] for row in by_process), by_process
     assert result["reference"]["row_counts"] == full["row_counts"]
     assert result["reference"]["peak_rss_mib"] > 0 and result["spark_to_duckdb_ratio"] > 0
     assert result["cross_check"]["identical"] is True

@@ -48,13 +48,13 @@ def _child(home: Path, code: str, *args: str, what: str, cwd: Path = ROOT) -> di
     """Run ``python -c code args`` as a process of its own; its last stdout line is a JSON
     object, returned with the process's wall time and peak resident set."""
     env = dict(os.environ, TOPIC_LINEAGE_HOME=str(home), PYTHONPATH=str(ROOT))
-    proc, wall, peak = run_measured([PY, "-c", code, *args], env=env, cwd=cwd)
+    proc, wall, peak, at_peak = run_measured([PY, "-c", code, *args], env=env, cwd=cwd)
     wall = round(wall, 2)
     if proc.returncode:
         last = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
         raise StepFailed(f"{what} failed after {wall} s (exit {proc.returncode}, peak RSS {peak} MiB): {last}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result.update(process_wall_s=wall, peak_rss_mib=peak)
+    result.update(process_wall_s=wall, peak_rss_mib=peak, peak_rss_by_process=at_peak)
     return result
 
 

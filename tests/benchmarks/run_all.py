@@ -45,12 +45,15 @@ def log(message: str) -> None:
 
 
 class PeakRss:
-    """Peak resident set size (MiB) of a process and its children, sampled in a thread."""
+    """Peak resident set size (MiB) of a process and its children, sampled in a thread, and what
+    each process held at that peak (``at_peak``: name, pid, resident MiB, of which file-backed or
+    shared MiB), so an outlier peak says whether it was the JVM's own memory or mapped files."""
 
     def __init__(self, pid: int):
         import psutil
 
         self.proc, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self.at_peak: list[dict] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -60,13 +63,17 @@ class PeakRss:
         while not self._stop.is_set():
             try:
                 procs = [self.proc, *self.proc.children(recursive=True)]
-                total = 0
+                total, rows = 0, []
                 for p in procs:
                     try:
-                        total += p.memory_info().rss
+                        info = p.memory_info()
+                        rows.append({"name": p.name(), "pid": p.pid, "rss_mib": round(info.rss / 2**20, 1),
+                                     "file_or_shared_mib": round(info.shared / 2**20, 1)})
+                        total += info.rss
                     except psutil.Error:
                         pass
-                self.peak = max(self.peak, total)
+                if total > self.peak:
+                    self.peak, self.at_peak = total, rows
             except psutil.Error:
                 return
             self._stop.wait(0.2)
@@ -81,10 +88,11 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def run_measured(cmd: list[str], *, env: dict, cwd: Path = ROOT,
-                 merge_stderr: bool = False) -> tuple[subprocess.CompletedProcess, float, float]:
+def run_measured(cmd: list[str], *, env: dict, cwd: Path = ROOT, merge_stderr: bool = False
+                 ) -> tuple[subprocess.CompletedProcess, float, float, list[dict]]:
     """Run ``cmd`` to its end as a process of its own: the finished process (text output), its
-    wall seconds and the peak resident set (MiB) of its process tree."""
+    wall seconds, the peak resident set (MiB) of its process tree and each process's share of
+    that peak (:class:`PeakRss` ``at_peak``)."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True,
                             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
@@ -92,7 +100,7 @@ def run_measured(cmd: list[str], *, env: dict, cwd: Path = ROOT,
     output, errors = proc.communicate()
     peak = rss.stop()
     wall = time.perf_counter() - started
-    return subprocess.CompletedProcess(cmd, proc.returncode, output, errors), wall, peak
+    return subprocess.CompletedProcess(cmd, proc.returncode, output, errors), wall, peak, rss.at_peak
 
 
 def spark_env(home: Path, master: str) -> dict:
@@ -117,12 +125,12 @@ def run_build(home: Path, version: str, *, full: bool, master: str = "local[*]",
     cmd += ["--base-version", base] if base else []
     if full:
         cmd.append("--full-refresh")
-    proc, wall, peak = run_measured(cmd, env=spark_env(home, master), merge_stderr=True)
+    proc, wall, peak, at_peak = run_measured(cmd, env=spark_env(home, master), merge_stderr=True)
     if proc.returncode:
         raise SystemExit(f"build {version} failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
     manifest = json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
     return {"version": version, "mode": manifest["mode"], "build_s": manifest["seconds"],
-            "process_wall_s": round(wall, 2), "peak_rss_mib": peak,
+            "process_wall_s": round(wall, 2), "peak_rss_mib": peak, "peak_rss_by_process": at_peak,
             "row_counts": manifest["row_counts"], "snapshots": manifest["snapshot_count"]}
 
 
