@@ -26,6 +26,7 @@ scheduled capture adds a snapshot during the backfill (every backfill run must b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -33,6 +34,7 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -55,6 +57,39 @@ from test_ui_browser import wait_for
 UI_DIALOG_MAX_ACTIVE_RUNS = 1
 """What Airflow 3.3's Backfill dialog sends unless the user changes it (and at most the DAG's
 ``max_active_runs``): its form's default values in ``airflow/ui``."""
+
+
+@dataclass
+class Deployment:
+    api: Api
+    broker: object  # topic_lineage.local_broker.LocalBroker
+    setup_start_s: float  # `airflow setup` + `start --detach`, until Airflow answers
+
+
+@contextlib.contextmanager
+def local_deployment(env: dict, root: Path, topics: list[str], *setup_args: str):
+    """A local broker holding ``topics``, then the local deployment started as the README says
+    (``topic-lineage airflow setup`` with ``setup_args``, ``start --detach``, subprocesses);
+    yields a :class:`Deployment` signed in as admin. Everything is stopped and ``root`` removed
+    afterwards."""
+    from topic_lineage.local_broker import LocalBroker
+
+    broker = LocalBroker().start()
+    started = False
+    try:
+        broker.create_topics(topics)
+        t0 = time.monotonic()
+        cli(env, "airflow", "setup", "--bootstrap-servers", broker.bootstrap_servers, *setup_args)
+        started = True
+        banner = cli(env, "airflow", "start", "--detach")
+        base = banner.split("UI:", 1)[1].split()[0].rstrip("/")
+        password = banner.split("password", 1)[1].split()[0]
+        yield Deployment(Api(base, "admin", password), broker, round(time.monotonic() - t0, 1))
+    finally:
+        if started:
+            print(cli(env, "airflow", "stop").strip())
+        broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def ts(value: str | None) -> datetime | None:
@@ -192,7 +227,6 @@ def main() -> int:
     args = parser.parse_args()
 
     from topic_lineage import noop, warehouse
-    from topic_lineage.local_broker import LocalBroker
 
     print(f"load average at start: {os.getloadavg()}", flush=True)
     root = private_root("tl-bench-backfill-")
@@ -200,19 +234,10 @@ def main() -> int:
     env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home)}
     os.environ["TOPIC_LINEAGE_HOME"] = str(home)  # to read the warehouse here
     result: dict = {"load_start": os.getloadavg()}
-    broker = LocalBroker().start()
-    started = False
-    try:
-        broker.create_topics([f"topic-{i:03d}" for i in range(args.topics)])
-        t0 = time.monotonic()
-        cli(env, "airflow", "setup", "--bootstrap-servers", broker.bootstrap_servers,
-            "--snapshot-schedule", "0 0 1 1 *")
-        started = True
-        banner = cli(env, "airflow", "start", "--detach")
-        base = banner.split("UI:", 1)[1].split()[0].rstrip("/")
-        password = banner.split("password", 1)[1].split()[0]
-        print(f"setup + start: {time.monotonic() - t0:.0f}s ({base})", flush=True)
-        api = Api(base, "admin", password)
+    topics = [f"topic-{i:03d}" for i in range(args.topics)]
+    with local_deployment(env, root, topics, "--snapshot-schedule", "0 0 1 1 *") as deployment:
+        api = deployment.api
+        print(f"setup + start: {deployment.setup_start_s:.0f}s ({api.base})", flush=True)
 
         t1 = time.monotonic()
         trigger_and_wait(api, SNAPSHOT_DAG, 600)
@@ -251,11 +276,6 @@ def main() -> int:
         print(f"\nTOTAL {args.days}-day backfill, POST -> completed_at: {result['total_s']:.1f}s "
               f"(load average before {result['load_before_backfill'][0]:.1f}, after "
               f"{result['load_after_backfill'][0]:.1f}); published version unchanged", flush=True)
-    finally:
-        if started:
-            print(cli(env, "airflow", "stop").strip())
-        broker.stop()
-        shutil.rmtree(root, ignore_errors=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2, default=str))
     return 0

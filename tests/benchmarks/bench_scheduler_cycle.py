@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import sys
 import time
 from datetime import UTC, datetime
@@ -46,12 +45,11 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS.parent))
 
-from bench_backfill import secs, ts, wait_quiet
+from bench_backfill import local_deployment, secs, ts, wait_quiet
 from test_airflow_local_deployment import (  # the deployment test's own helpers
     BUILD_DAG,
     SNAPSHOT_DAG,
     Api,
-    cli,
     dag_runs,
     private_root,
     task_instances,
@@ -189,7 +187,7 @@ def main() -> int:
 
     from tests.benchmarks.datagen import History
     from topic_lineage import spark_server, warehouse
-    from topic_lineage.local_broker import LocalBroker, free_port
+    from topic_lineage.local_broker import free_port
 
     root = private_root("tl-bench-scheduler-")
     home = root / "tl-home"
@@ -206,21 +204,14 @@ def main() -> int:
     print(f"stored {result['observations']:,} observations in {time.monotonic() - t0:.0f} s",
           flush=True)
 
-    broker = LocalBroker().start()
-    started = False
-    try:
-        broker.create_topics([f"topic-{i:05d}" for i in range(args.broker_topics - 1)])
+    topics = [f"topic-{i:05d}" for i in range(args.broker_topics - 1)]
+    with local_deployment(env, root, topics, "--snapshot-schedule", "0 0 1 1 *") as deployment:
+        api, broker = deployment.api, deployment.broker
         t0 = time.monotonic()
-        cli(env, "airflow", "setup", "--bootstrap-servers", broker.bootstrap_servers,
-            "--snapshot-schedule", "0 0 1 1 *")
-        started = True
-        banner = cli(env, "airflow", "start", "--detach")
-        base = banner.split("UI:", 1)[1].split()[0].rstrip("/")
-        password = banner.split("password", 1)[1].split()[0]
-        api = Api(base, "admin", password)
         wait_for(lambda: spark_server.remote_url(), 300, "the Spark Connect server", interval=1)
-        result["setup_start_s"] = round(time.monotonic() - t0, 1)
-        print(f"setup + start (server answering): {result['setup_start_s']} s ({base})", flush=True)
+        result["setup_start_s"] = round(deployment.setup_start_s + time.monotonic() - t0, 1)
+        print(f"setup + start (server answering): {result['setup_start_s']} s ({api.base})",
+              flush=True)
 
         t0 = time.monotonic()
         wait_quiet(api, 3600)  # the start's scheduled run, if any, builds the whole history
@@ -249,11 +240,6 @@ def main() -> int:
                   + ", ".join(f"{c['trigger_to_published_s']:.2f}" for c in measured) + " s")
         print(f"({result['observations']:,} observations stored before; load average at start "
               f"{result['load_start'][0]:.1f}, at end {result['load_end'][0]:.1f})", flush=True)
-    finally:
-        if started:
-            print(cli(env, "airflow", "stop").strip())
-        broker.stop()
-        shutil.rmtree(root, ignore_errors=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2, default=str))
     return 0
