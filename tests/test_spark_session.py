@@ -31,24 +31,3 @@ def test_driver_heap_comes_from_the_environment_whoever_starts_the_jvm():
     assert 2.5 * 2**30 < max_heap <= 3 * 2**30
 
 
-JVM_ENVIRON_PROBE = (
-    "from topic_lineage.spark import get_spark\n"
-    "s = get_spark('probe', master='local[1]')\n"
-    "pid = s.sparkContext._jvm.java.lang.ProcessHandle.current().pid()\n"
-    "print([v.decode() for v in open(f'/proc/{pid}/environ', 'rb').read().split(b'\\0')\n"
-    "       if v.startswith(b'MALLOC_ARENA_MAX=')])\n"
-    "s.stop()\n"
-)
-
-
-@pytest.mark.parametrize(("asked", "expected"), [(None, "2"), ("4", "4")])
-def test_the_jvm_gets_two_malloc_arenas_unless_the_user_says_otherwise(asked, expected):
-    """glibc's default of 8 arenas per core took a 100 M-observation build with a 2 GiB heap to a
-    4.9 GiB resident set; the JVM get_spark() launches has MALLOC_ARENA_MAX, the user's if set."""
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    if asked:
-        env["MALLOC_ARENA_MAX"] = asked
-    done = subprocess.run([sys.executable, "-c", JVM_ENVIRON_PROBE], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == repr([f"MALLOC_ARENA_MAX={expected}"])

@@ -64,9 +64,4 @@ class BuildVersionOperator(SparkSubmitOperator):
         # else spark-submit through the provider, as before.
         if at.build_on_connect_server(version) is not None:
             return None
-        # spark-submit's driver JVM inherits this task process's environment (in every deploy
-        # mode: the provider refuses env_vars in standalone cluster mode).
-        from topic_lineage.spark import set_jvm_environment
-
-        set_jvm_environment()
         return super().execute(context)

@@ -28,24 +28,6 @@ STATUS_RETENTION = {
 }
 
 
-# glibc gives native allocations of each new thread their own malloc arena, up to 8 per core,
-# and keeps freed memory in them. A JVM runs hundreds of threads (312 at the peak of a full
-# refresh of 100 M observations), so a 2 GiB heap became a 4.9 GiB resident set; with 2 arenas the
-# same build peaked at 2.7 GiB and was no slower (1,078 s against 1,138 s; docs/benchmarks.md).
-# Read by glibc when a process starts: it is set for the JVMs this project launches, never for
-# the running Python, and a value the user set wins.
-JVM_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
-
-
-def set_jvm_environment(env=None) -> dict:
-    """Add :data:`JVM_ENVIRONMENT` to ``env`` (default ``os.environ``, which a JVM launched later by
-    this process inherits) where not already set; returns ``env``."""
-    env = os.environ if env is None else env
-    for key, value in JVM_ENVIRONMENT.items():
-        env.setdefault(key, value)
-    return env
-
-
 def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None):
     """A SparkSession with UTC time, no UI, and partition-type inference off.
 
@@ -57,7 +39,6 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers must be this interpreter (the venv's), not whatever `python3` is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    set_jvm_environment()  # for the JVM that getOrCreate() launches, if it is the first
     builder = SparkSession.builder.appName(app_name)
     chosen = master or os.environ.get("TOPIC_LINEAGE_SPARK_MASTER")
     # Under spark-submit (PYSPARK_GATEWAY_PORT is set) its --master, e.g. from Airflow's

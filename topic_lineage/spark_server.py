@@ -26,7 +26,7 @@ from pathlib import Path
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import pid_alive
-from topic_lineage.spark import STATUS_RETENTION, set_jvm_environment
+from topic_lineage.spark import STATUS_RETENTION
 
 REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
 PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
@@ -102,7 +102,7 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
     logs = t.home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / "spark-connect.out"
-    env = set_jvm_environment({**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     conf = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),

@@ -43,27 +43,28 @@ def _uuid_sql(col: str) -> str:
 def _statements(ratio: float, min_count: int) -> list[str]:
     glob = _store_glob().replace("'", "''")
     return [
-        f"""CREATE OR REPLACE TEMP TABLE store AS
+        f"""CREATE OR REPLACE TABLE store AS
             SELECT * FROM read_parquet('{glob}', hive_partitioning = false)""",
-        """CREATE OR REPLACE TEMP TABLE runs AS
+        """CREATE OR REPLACE TABLE runs AS
             SELECT DISTINCT cluster_id, cluster_alias, captured_at, complete, topic_count,
                    error_topic_count, source, authoritative FROM store""",
-        """CREATE OR REPLACE TEMP TABLE obs AS
+        """CREATE OR REPLACE TABLE obs AS
             SELECT DISTINCT cluster_id, cluster_alias, captured_at, complete, topic_name, topic_id,
                    partition_count, replication_factor, is_internal, error
             FROM store WHERE topic_name IS NOT NULL""",
+        "DROP TABLE store",
         # Complete snapshots numbered per cluster.
-        """CREATE OR REPLACE TEMP TABLE completes AS
+        """CREATE OR REPLACE TABLE completes AS
             SELECT cluster_id, captured_at,
                    row_number() OVER (PARTITION BY cluster_id ORDER BY captured_at) AS rank
             FROM runs WHERE complete""",
-        """CREATE OR REPLACE TEMP TABLE run_pos AS
+        """CREATE OR REPLACE TABLE run_pos AS
             SELECT cluster_id, captured_at,
                    sum(complete::INTEGER) OVER (PARTITION BY cluster_id ORDER BY captured_at
                        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS completes_upto
             FROM runs""",
         # Each observation, its identity's next observation and its name's next observation.
-        """CREATE OR REPLACE TEMP TABLE o1 AS
+        """CREATE OR REPLACE TABLE o1 AS
             SELECT *,
                 lag(captured_at) OVER w_id AS prev_at,
                 lead(captured_at) OVER w_id AS next_at,
@@ -74,7 +75,7 @@ def _statements(ratio: float, min_count: int) -> list[str]:
                    w_name AS (PARTITION BY cluster_id, topic_name ORDER BY captured_at)""",
         # The gap after each observation: first and second complete snapshot in it, and the
         # first snapshot showing the name under another ID.
-        """CREATE OR REPLACE TEMP TABLE o2 AS
+        """CREATE OR REPLACE TABLE o2 AS
             SELECT o.*,
                 CASE WHEN o.next_at IS NULL OR c1.captured_at < o.next_at THEN c1.captured_at END AS c1,
                 CASE WHEN o.next_at IS NULL OR c2.captured_at < o.next_at THEN c2.captured_at END AS c2,
@@ -84,8 +85,9 @@ def _statements(ratio: float, min_count: int) -> list[str]:
             FROM o1 o
             LEFT JOIN completes c1 ON c1.cluster_id = o.cluster_id AND c1.rank = o.completes_upto + 1
             LEFT JOIN completes c2 ON c2.cluster_id = o.cluster_id AND c2.rank = o.completes_upto + 2""",
+        "DROP TABLE o1",
         # R3: a complete snapshot closing >= min_count and more than ratio of the live ones.
-        f"""CREATE OR REPLACE TEMP TABLE runs_held AS
+        f"""CREATE OR REPLACE TABLE runs_held AS
             WITH closing AS (
                 SELECT cluster_id, c1 AS captured_at, count(*) AS n FROM o2
                 WHERE c1 IS NOT NULL AND (displaced_at IS NULL OR displaced_at > c1)
@@ -101,14 +103,15 @@ def _statements(ratio: float, min_count: int) -> list[str]:
             FROM runs r
             LEFT JOIN closing c USING (cluster_id, captured_at)
             LEFT JOIN again a USING (cluster_id, captured_at)""",
-        """CREATE OR REPLACE TEMP TABLE o3 AS
+        """CREATE OR REPLACE TABLE o3 AS
             SELECT o.*,
                 least(o.displaced_at,
                       CASE WHEN o.c1 IS NOT NULL AND (NOT h.held OR o.c2 IS NOT NULL) THEN o.c1 END)
                     AS gap_end
             FROM o2 o LEFT JOIN runs_held h ON h.cluster_id = o.cluster_id AND h.captured_at = o.c1""",
+        "DROP TABLE o2",
         # Effective attributes (a describe error keeps the last known ones) and change types.
-        """CREATE OR REPLACE TEMP TABLE o4 AS
+        """CREATE OR REPLACE TABLE o4 AS
             SELECT *,
                 last(CASE WHEN error IS NULL THEN partition_count END IGNORE NULLS) OVER w AS pc,
                 last(CASE WHEN error IS NULL THEN replication_factor END IGNORE NULLS) OVER w AS rf,
@@ -117,7 +120,8 @@ def _statements(ratio: float, min_count: int) -> list[str]:
             FROM o3
             WINDOW w AS (PARTITION BY cluster_id, topic_id ORDER BY captured_at
                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)""",
-        """CREATE OR REPLACE TEMP TABLE o5 AS
+        "DROP TABLE o3",
+        """CREATE OR REPLACE TABLE o5 AS
             SELECT *,
                 CASE WHEN prev_at IS NULL THEN 'created'
                      WHEN prev_gap_end IS NOT NULL THEN 'reappeared'
@@ -127,13 +131,15 @@ def _statements(ratio: float, min_count: int) -> list[str]:
                 END AS change
             FROM o4
             WINDOW w AS (PARTITION BY cluster_id, topic_id ORDER BY captured_at)""",
-        """CREATE OR REPLACE TEMP TABLE o6 AS
+        "DROP TABLE o4",
+        """CREATE OR REPLACE TABLE o6 AS
             SELECT *,
                 sum(CASE WHEN change IS NOT NULL THEN 1 ELSE 0 END) OVER (
                     PARTITION BY cluster_id, topic_id ORDER BY captured_at
                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS version
             FROM o5""",
-        f"""CREATE OR REPLACE TEMP TABLE topic_incarnations AS
+        "DROP TABLE o5",
+        f"""CREATE OR REPLACE TABLE topic_incarnations AS
             WITH v AS (
                 SELECT cluster_id, topic_id, version,
                     arg_min(cluster_alias, captured_at) AS cluster_alias,
@@ -161,10 +167,11 @@ def _statements(ratio: float, min_count: int) -> list[str]:
                     PARTITION BY v.cluster_id, v.topic_id ORDER BY v.version)) IS NULL AS is_current,
                 i.first_seen_at, i.last_seen_at, i.deleted_at
             FROM v JOIN inc i USING (cluster_id, topic_id)""",
-        """CREATE OR REPLACE TEMP TABLE snapshot_runs AS
+        "DROP TABLE o6",
+        """CREATE OR REPLACE TABLE snapshot_runs AS
             SELECT cluster_id, cluster_alias, captured_at, complete, topic_count,
                    error_topic_count, source, held FROM runs_held""",
-        f"""CREATE OR REPLACE TEMP TABLE topic_snapshots AS
+        f"""CREATE OR REPLACE VIEW topic_snapshots AS
             SELECT cluster_id, cluster_alias, captured_at, complete, topic_name, topic_id,
                    {_uuid_sql('topic_id')} AS topic_uuid,
                    partition_count, replication_factor, is_internal, error
@@ -172,19 +179,27 @@ def _statements(ratio: float, min_count: int) -> list[str]:
     ]
 
 
-def connect():
+def connect(database: Path | str = ":memory:"):
+    """A DuckDB connection in UTC. Row order is never relied on (outputs are compared as
+    multisets), so DuckDB may drop insertion order, which saves memory on large tables."""
     import duckdb
 
-    con = duckdb.connect()
+    con = duckdb.connect(str(database))
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET preserve_insertion_order = false")
     return con
 
 
-def build(out_dir: Path | str, *, ratio: float = 0.5, min_count: int = 5, con=None) -> dict:
-    """Compute the contract tables from the store into ``out_dir``; return timings and counts."""
+def build(out_dir: Path | str, *, ratio: float = 0.5, min_count: int = 5, con=None,
+          database: Path | str = ":memory:") -> dict:
+    """Compute the contract tables from the store into ``out_dir``; return timings and counts.
+
+    Each intermediate table is dropped once the next step has read it. ``database`` is where the
+    tables live: in memory (spilling uncompressed to a temporary directory beyond DuckDB's memory
+    limit) or, for large stores, a file, where DuckDB keeps them compressed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    con = con or connect()
+    con = con or connect(database)
     started = time.perf_counter()
     glob = _store_glob().replace("'", "''")
     missing = con.execute(

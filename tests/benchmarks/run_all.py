@@ -44,10 +44,36 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+# kcmp(2) system call numbers, and its "same address space" type.
+_KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}
+_KCMP_VM = 1
+
+
+def shares_address_space(pid: int, other: int) -> bool | None:
+    """Whether process ``pid`` runs in ``other``'s memory: a child between ``vfork`` (or
+    ``posix_spawn``, which is how Java starts every subprocess) and its ``exec``. Its resident set
+    is then the parent's, read a second time. None where kcmp(2) cannot tell (not Linux, another
+    architecture, or not permitted)."""
+    import ctypes
+    import platform
+
+    number = _KCMP_SYSCALL.get(platform.machine())
+    if number is None or not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    answer = libc.syscall(number, pid, other, _KCMP_VM, 0, 0)
+    return None if answer < 0 else answer == 0
+
+
 class PeakRss:
     """Peak resident set size (MiB) of a process and its children, sampled in a thread, and what
     each process held at that peak (``at_peak``: name, pid, resident MiB, of which file-backed or
-    shared MiB), so an outlier peak says whether it was the JVM's own memory or mapped files."""
+    shared MiB), so an outlier peak says whether it was the JVM's own memory or mapped files.
+
+    A child that still runs in its parent's memory (spawned, not yet exec'd: the JVM spawns
+    ``chmod`` for each file Hadoop's local file system writes) is listed with ``"counted":
+    false`` and not added: counting it added the JVM's 2.6 GiB a second time whenever a sample
+    fell in that instant (a 5.3 GiB "peak" of a 2.7 GiB build, 2026-11-24)."""
 
     def __init__(self, pid: int):
         import psutil
@@ -57,19 +83,37 @@ class PeakRss:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def _row(p, parent: int | None, parent_info=None) -> tuple[dict, object]:
+        """``p``'s row and memory figures; not counted when it runs in the memory of ``parent``
+        (its parent's pid, None for the measured process itself). The kernel is asked before the
+        figures are read: a child that ``exec``s in between then has figures of its own, where
+        the other order read the parent's figures under the new program's name (a
+        ``jspawnhelper`` at exactly the JVM's 1,585.4 MiB)."""
+        shared = None if parent is None else shares_address_space(p.pid, parent)
+        info = p.memory_info()
+        row = {"name": p.name(), "pid": p.pid, "rss_mib": round(info.rss / 2**20, 1),
+               "file_or_shared_mib": round(info.shared / 2**20, 1)}
+        if shared is None and parent_info is not None:  # no kcmp: the parent's very figures
+            shared = (info.rss, info.vms) == (parent_info.rss, parent_info.vms)
+        if shared:
+            row.update(counted=False, shares_memory_of=parent)
+        return row, info
+
     def _run(self) -> None:
         import psutil
 
         while not self._stop.is_set():
             try:
                 procs = [self.proc, *self.proc.children(recursive=True)]
+                infos: dict[int, object] = {}
                 total, rows = 0, []
                 for p in procs:
                     try:
-                        info = p.memory_info()
-                        rows.append({"name": p.name(), "pid": p.pid, "rss_mib": round(info.rss / 2**20, 1),
-                                     "file_or_shared_mib": round(info.shared / 2**20, 1)})
-                        total += info.rss
+                        parent = None if p is self.proc else p.ppid()
+                        row, infos[p.pid] = self._row(p, parent, infos.get(parent))
+                        rows.append(row)
+                        total += infos[p.pid].rss if row.get("counted", True) else 0
                     except psutil.Error:
                         pass
                 if total > self.peak:
