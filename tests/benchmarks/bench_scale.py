@@ -70,8 +70,8 @@ def generate(home: Path, topics: int, clusters: int, rounds: int, seed: int) -> 
 
 
 def stored(home: Path) -> dict:
-    """The observations and size of a store left by an earlier run (``--reuse-store``), counted from
-    the Parquet footers."""
+    """The observations and size of a store left by an earlier run (``--reuse-store``): its rows
+    that name a topic, counted by DuckDB over the store's Parquet files."""
     import duckdb
 
     glob = str(home / "snapshots" / "**" / "*.parquet").replace("'", "''")
