@@ -72,10 +72,10 @@ def generate(home: Path, topics: int, clusters: int, rounds: int, seed: int) -> 
 def stored(home: Path) -> dict:
     """The observations and size of a store left by an earlier run (``--reuse-store``): its rows
     that name a topic, counted by DuckDB over the store's Parquet files."""
-    import duckdb
+    from tests.benchmarks import reference_duckdb as ref
 
-    glob = str(home / "snapshots" / "**" / "*.parquet").replace("'", "''")
-    rows = duckdb.connect().execute(
+    glob = ref._store_glob().replace("'", "''")  # the store of $TOPIC_LINEAGE_HOME, set by main()
+    rows = ref.connect().execute(
         f"SELECT count(*) FROM read_parquet('{glob}', hive_partitioning = false) WHERE topic_name IS NOT NULL"
     ).fetchone()[0]
     return {"observations": rows, "reused": True, "store_mib": _disk_mib(home / "snapshots")}
