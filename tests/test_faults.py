@@ -137,6 +137,30 @@ def tansu_pid(broker) -> int:
     return child.pid
 
 
+def hang(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and return once every thread of it is stopped.
+
+    kill(2) returns before a multi-threaded process has stopped: the kernel wakes one thread to
+    take the signal, and the others run on (and answer requests) until that thread has been
+    scheduled and stops them. On a loaded machine that is long enough for a broker to answer
+    describes sent after the kill.
+    """
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    tasks = Path(f"/proc/{pid}/task")
+    while True:
+        states = set()
+        for stat in tasks.glob("*/stat"):
+            try:
+                states.add(stat.read_text().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a thread that ended
+        if states and states <= {"T", "t"}:
+            return
+        assert time.monotonic() < deadline, f"broker {pid} not stopped after SIGSTOP: {states}"
+        time.sleep(0.001)
+
+
 def seed_store(home: Path, tmp_path: Path, rounds: int = 3) -> None:
     """A small history: 6 topics; svc.2 re-partitioned at round 1, svc.5 re-created at round 2.
     Rounds are the same whatever ``rounds`` is, so a longer history extends a shorter one."""
@@ -197,7 +221,7 @@ def test_broker_stopped_is_a_timeout_naming_the_cluster_and_stores_nothing(big_b
     store.save(capture(big_broker), "live")
     before = digest(t.snapshots_dir())
     pid = tansu_pid(big_broker)
-    os.kill(pid, signal.SIGSTOP)
+    hang(pid)
     try:
         result = cli(tl_home, "snapshot", "--cluster", "prod", "--bootstrap-servers",
                      big_broker.bootstrap_servers, "--timeout", "4", timeout=60)
@@ -222,7 +246,7 @@ def test_broker_hung_mid_describe_gives_an_incomplete_snapshot(big_broker, tl_ho
     pid = tansu_pid(big_broker)
     try:
         snap = capture(big_broker, timeout_s=5, batch_size=50,
-                       on_listed=lambda names: os.kill(pid, signal.SIGSTOP))
+                       on_listed=lambda names: hang(pid))
     finally:
         os.kill(pid, signal.SIGCONT)
     assert not snap.complete and len(snap.topics) == 1500
