@@ -1,9 +1,13 @@
-"""Plain file helpers: durable replacement (the snapshot store, the warehouse pointer), process
-liveness, sizes on disk."""
+"""Plain file helpers: the one way topic-lineage replaces a file (atomically and durably), the
+one way it takes a file lock, process liveness, sizes on disk."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -16,6 +20,66 @@ def replace_durably(tmp: Path, target: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def replacing(target: Path, *, mode: int = 0o644) -> Iterator[Path]:
+    """Yield a temporary path beside ``target`` for the caller to write; when the block ends
+    without an error, fsync it and rename it over ``target`` (:func:`replace_durably`), so a
+    reader sees the old file or the new one, never a part. On an error the temporary file is
+    removed and ``target`` is untouched.
+
+    The temporary name starts with a dot: Spark and DuckDB never list it. It is created with
+    ``mode`` (``0o600`` for a secret: never wider, not even for a moment).
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        replace_durably(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_durably(target: Path, data: str | bytes, *, mode: int = 0o644) -> None:
+    """Replace ``target`` with ``data`` atomically and durably (see :func:`replacing`)."""
+    with replacing(target, mode=mode) as tmp:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, shared: bool = False, blocking: bool = True) -> Iterator[bool]:
+    """Hold an advisory ``flock`` on ``path`` (created when missing) for the block.
+
+    Yields True while held. With ``blocking=False`` it yields False at once when another
+    process holds a conflicting lock (the block then runs without it; the caller decides).
+    The lock is released when the block ends, and by the kernel if the process dies.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB)
+        try:
+            fcntl.flock(handle, flags)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def pid_alive(pid: int) -> bool:
