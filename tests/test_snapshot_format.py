@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from topic_lineage import topic_id as tid
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.snapshot import (
+    GroupObservation,
+    GroupOffset,
     Snapshot,
     SnapshotFormatError,
     TopicObservation,
@@ -47,6 +49,20 @@ def topic(**overrides):
         "is_internal": False,
         "error": None,
     }
+    base.update(overrides)
+    return base
+
+
+def group(**overrides):
+    """The contract's consumer-group example, with fields replaced."""
+    base = {"group_id": "billing", "state": "Stable", "error": None,
+            "offsets": [offset()]}
+    base.update(overrides)
+    return base
+
+
+def offset(**overrides):
+    base = {"topic": "orders", "partition": 0, "committed_offset": 10, "log_end_offset": 12}
     base.update(overrides)
     return base
 
@@ -137,6 +153,43 @@ BAD_LINES = [
     ("empty-cluster", record(cluster_id=" "), "cluster_id", "must not be empty"),
     ("complete-as-string", record(complete="true"), "complete", "expected bool"),
     ("topics-not-list", record(topics={}), "topics", "expected list"),
+    # consumer lineage (R8-R10): the optional group fields are validated like the rest
+    ("groups-without-complete", record(groups=[group()]), "groups_complete", "missing"),
+    ("groups-complete-as-string", record(groups_complete="yes", groups=[]), "groups_complete",
+     "expected bool"),
+    ("groups-not-list", record(groups_complete=True, groups={}), "groups", "expected list"),
+    ("negative-committed-offset", record(groups_complete=True, groups=[group(
+        offsets=[offset(committed_offset=-1)])]), "groups[0].offsets[0].committed_offset",
+     "out of range"),
+    ("negative-log-end-offset", record(groups_complete=True, groups=[group(
+        offsets=[offset(log_end_offset=-5)])]), "groups[0].offsets[0].log_end_offset",
+     "out of range"),
+    ("string-partition", record(groups_complete=True, groups=[group(
+        offsets=[offset(partition="0")])]), "groups[0].offsets[0].partition", "expected int"),
+    ("bool-offset", record(groups_complete=True, groups=[group(
+        offsets=[offset(committed_offset=True)])]), "groups[0].offsets[0].committed_offset",
+     "expected an integer"),
+    ("offset-beyond-int64", record(groups_complete=True, groups=[group(
+        offsets=[offset(committed_offset=2**63)])]), "groups[0].offsets[0].committed_offset",
+     "out of range"),
+    ("offset-illegal-topic", record(groups_complete=True, groups=[group(
+        offsets=[offset(topic="a b")])]), "groups[0].offsets[0].topic",
+     "not a legal Kafka topic name"),
+    ("duplicate-partition", record(groups_complete=True, groups=[group(
+        offsets=[offset(), offset(committed_offset=11)])]), "groups[0].offsets[1].partition",
+     "twice"),
+    ("duplicate-group", record(groups_complete=True, groups=[group(), group(offsets=[])]),
+     "groups[1].group_id", "twice"),
+    ("empty-group-id", record(groups_complete=True, groups=[group(group_id="")]),
+     "groups[0].group_id", "must not be empty"),
+    ("unknown-group-field", record(groups_complete=True, groups=[group(members=3)]),
+     "groups[0].members", "unknown field"),
+    ("unknown-offset-field", record(groups_complete=True, groups=[group(
+        offsets=[offset(metadata="x")])]), "groups[0].offsets[0].metadata", "unknown field"),
+    ("bad-group-error", record(groups_complete=True, groups=[group(error="denied")]),
+     "groups[0].error", "not a Kafka error name"),
+    ("offsets-missing", record(groups_complete=True, groups=[
+        {k: v for k, v in group().items() if k != "offsets"}]), "groups[0].offsets", "missing"),
 ]
 
 
@@ -226,8 +279,30 @@ snapshots = st.builds(
 )
 
 
+offsets_st = st.builds(
+    GroupOffset, topic=names, partition=st.integers(0, 2**31 - 1),
+    committed_offset=st.integers(0, 2**63 - 1),
+    log_end_offset=st.one_of(st.none(), st.integers(0, 2**63 - 1)),
+)
+groups_st = st.builds(
+    GroupObservation,
+    group_id=st.text(min_size=1, max_size=20),
+    state=st.one_of(st.none(), st.sampled_from(["Stable", "Empty", "Dead", "PreparingRebalance"])),
+    error=st.one_of(st.none(), st.just("GROUP_AUTHORIZATION_FAILED")),
+    offsets=st.lists(offsets_st, max_size=4, unique_by=lambda o: (o.topic, o.partition)).map(tuple),
+)
+snapshots_with_groups = st.builds(
+    lambda snap, complete, groups: Snapshot(
+        snap.cluster_id, snap.cluster_alias, snap.captured_at, snap.complete, snap.topics,
+        groups_complete=complete, groups=groups),
+    snapshots,
+    st.booleans(),
+    st.lists(groups_st, max_size=4, unique_by=lambda g: g.group_id).map(tuple),
+)
+
+
 @settings(max_examples=100, deadline=None)
-@given(snapshots)
+@given(st.one_of(snapshots, snapshots_with_groups))
 def test_json_line_round_trip(snap):
     again = parse_snapshot(json.loads(snap.to_json_line()))
     assert again.to_json() == snap.to_json()
@@ -240,6 +315,42 @@ def test_write_then_read_file(tmp_path):
     write_jsonl(snaps, tmp_path / "out.jsonl")
     assert sorted(s.captured_at for s in read_jsonl(tmp_path / "out.jsonl")) == [
         snaps[0].captured_at, snaps[0].captured_at + timedelta(seconds=1)]
+
+
+def test_contract_group_example_parses():
+    snap = parse_snapshot(record(groups_complete=True, groups=[group()]))
+    assert snap.groups_complete is True
+    assert snap.groups == (GroupObservation("billing", "Stable", None, (GroupOffset("orders", 0, 10, 12),)),)
+
+
+def test_a_snapshot_without_group_fields_says_nothing_about_groups():
+    """Invariant: old snapshots stay valid, mean "no group information", and keep their
+    content hash (so re-importing a pre-R8 file stays a no-op)."""
+    old = parse_snapshot(record())
+    assert old.groups_complete is None and old.groups == ()
+    assert "groups" not in old.to_json() and "groups_complete" not in old.to_json()
+    seen_none = parse_snapshot(record(groups_complete=True, groups=[]))
+    assert seen_none.content_hash() != old.content_hash()  # "no groups" is information
+
+
+def test_a_failed_group_listing_may_carry_no_groups():
+    snap = parse_snapshot(record(groups_complete=False))
+    assert snap.groups_complete is False and snap.groups == ()
+
+
+def test_unreadable_log_end_offset_is_null_not_rejected():
+    snap = parse_snapshot(record(groups_complete=True, groups=[group(
+        error="GROUP_AUTHORIZATION_FAILED", state=None, offsets=[offset(log_end_offset=None)])]))
+    assert snap.groups[0].offsets[0].log_end_offset is None
+    assert snap.groups[0].error == "GROUP_AUTHORIZATION_FAILED"
+
+
+def test_content_hash_ignores_group_and_offset_order():
+    two = [group(offsets=[offset(partition=1), offset()]), group(group_id="audit", offsets=[])]
+    a = parse_snapshot(record(groups_complete=True, groups=two))
+    b = parse_snapshot(record(groups_complete=True, groups=[
+        group(group_id="audit", offsets=[]), group(offsets=[offset(), offset(partition=1)])]))
+    assert a.content_hash() == b.content_hash()
 
 
 def test_content_hash_ignores_topic_order():

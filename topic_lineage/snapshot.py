@@ -25,6 +25,11 @@ TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 ERROR_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 SNAPSHOT_FIELDS = ("cluster_id", "cluster_alias", "captured_at", "complete", "topics")
+# Consumer lineage (contract R8-R10): optional; a record without them says nothing about groups.
+GROUP_SNAPSHOT_FIELDS = ("groups_complete", "groups")
+GROUP_FIELDS = ("group_id", "state", "error", "offsets")
+OFFSET_FIELDS = ("topic", "partition", "committed_offset", "log_end_offset")
+MAX_OFFSET = 2**63 - 1  # Kafka offsets are int64
 TOPIC_FIELDS = (
     "name",
     "topic_id",
@@ -69,11 +74,53 @@ class TopicObservation:
 
 
 @dataclass(frozen=True)
+class GroupOffset:
+    """One committed offset of a group, with the partition's log end offset read in the same
+    capture (``None`` when it could not be read)."""
+
+    topic: str
+    partition: int
+    committed_offset: int
+    log_end_offset: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "committed_offset": self.committed_offset,
+            "log_end_offset": self.log_end_offset,
+        }
+
+
+@dataclass(frozen=True)
+class GroupObservation:
+    """One consumer group as one snapshot saw it. ``error`` is the Kafka error name when its
+    description or offsets could not be read: then nothing is concluded about it (R10)."""
+
+    group_id: str
+    state: str | None
+    error: str | None
+    offsets: tuple[GroupOffset, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group_id": self.group_id,
+            "state": self.state,
+            "error": self.error,
+            "offsets": [o.to_json() for o in sorted(self.offsets, key=lambda o: (o.topic, o.partition))],
+        }
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """One snapshot. ``captured_at`` is timezone-aware UTC with microsecond precision.
 
     ``authoritative`` marks snapshots replayed from the KRaft metadata log (exact state, exempt
     from the mass-deletion hold R3); it is not part of the interchange format.
+
+    ``groups_complete`` is ``None`` when the snapshot says nothing about consumer groups (no
+    capture of them, or a format without them); otherwise whether the group listing saw every
+    group, and ``groups`` holds what it saw.
     """
 
     cluster_id: str
@@ -82,6 +129,8 @@ class Snapshot:
     complete: bool
     topics: tuple[TopicObservation, ...]
     authoritative: bool = field(default=False, compare=False)
+    groups_complete: bool | None = None
+    groups: tuple[GroupObservation, ...] = ()
 
     @property
     def error_topic_count(self) -> int:
@@ -98,13 +147,19 @@ class Snapshot:
         return self.topic_ids().get(name, tid.ZERO_UUID)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        record = {
             "cluster_id": self.cluster_id,
             "cluster_alias": self.cluster_alias,
             "captured_at": format_timestamp(self.captured_at),
             "complete": self.complete,
             "topics": [t.to_json() for t in sorted(self.topics, key=lambda t: t.name)],
         }
+        # Absent, not null, when there is no group information: a snapshot stored before
+        # consumer lineage keeps its content hash, so importing it again stays a no-op.
+        if self.groups_complete is not None:
+            record["groups_complete"] = self.groups_complete
+            record["groups"] = [g.to_json() for g in sorted(self.groups, key=lambda g: g.group_id)]
+        return record
 
     def to_json_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=False)
@@ -228,11 +283,108 @@ def parse_topic(record: Any, *, location: str, index: int) -> TopicObservation:
     return TopicObservation(name, topic_id, partitions, replication, internal, error)
 
 
+def _int_field(record: dict, name: str, location: str, field_name: str, *, nullable=False,
+               maximum: int = MAX_OFFSET) -> int | None:
+    try:
+        value = _require(record, name, int, location, nullable=nullable)
+    except SnapshotFormatError as exc:
+        raise SnapshotFormatError(exc.reason, location=location, field=field_name) from None
+    if value is not None and not 0 <= value <= maximum:
+        raise SnapshotFormatError(
+            f"{value} is out of range (0 to {maximum})", location=location, field=field_name
+        )
+    return value
+
+
+def parse_group_offset(record: Any, *, location: str, prefix: str) -> GroupOffset:
+    if not isinstance(record, dict):
+        raise SnapshotFormatError("expected an object", location=location, field=prefix.rstrip("."))
+    _unknown_fields(record, OFFSET_FIELDS, location, prefix)
+    try:
+        topic = _require(record, "topic", str, location)
+    except SnapshotFormatError as exc:
+        raise SnapshotFormatError(exc.reason, location=location, field=prefix + "topic") from None
+    if not TOPIC_NAME_RE.match(topic) or topic in (".", ".."):
+        raise SnapshotFormatError(
+            f"{topic!r} is not a legal Kafka topic name", location=location, field=prefix + "topic"
+        )
+    return GroupOffset(
+        topic,
+        _int_field(record, "partition", location, prefix + "partition", maximum=2**31 - 1),
+        _int_field(record, "committed_offset", location, prefix + "committed_offset"),
+        _int_field(record, "log_end_offset", location, prefix + "log_end_offset", nullable=True),
+    )
+
+
+def parse_group(record: Any, *, location: str, index: int) -> GroupObservation:
+    prefix = f"groups[{index}]."
+    if not isinstance(record, dict):
+        raise SnapshotFormatError("expected an object", location=location, field=f"groups[{index}]")
+    _unknown_fields(record, GROUP_FIELDS, location, prefix)
+
+    def req(name, kind, nullable=False):
+        try:
+            return _require(record, name, kind, location, nullable=nullable)
+        except SnapshotFormatError as exc:
+            raise SnapshotFormatError(exc.reason, location=location, field=prefix + name) from None
+
+    group_id = req("group_id", str)
+    if not group_id:
+        raise SnapshotFormatError("must not be empty", location=location, field=prefix + "group_id")
+    state = req("state", str, nullable=True)
+    error = req("error", str, nullable=True)
+    if error is not None and not ERROR_NAME_RE.match(error):
+        raise SnapshotFormatError(
+            f"{error!r} is not a Kafka error name such as GROUP_AUTHORIZATION_FAILED",
+            location=location,
+            field=prefix + "error",
+        )
+    offsets = tuple(
+        parse_group_offset(o, location=location, prefix=f"{prefix}offsets[{i}].")
+        for i, o in enumerate(req("offsets", list))
+    )
+    seen: set[tuple[str, int]] = set()
+    for i, offset in enumerate(offsets):
+        if (offset.topic, offset.partition) in seen:
+            raise SnapshotFormatError(
+                f"partition {offset.topic}-{offset.partition} appears twice in one group",
+                location=location,
+                field=f"{prefix}offsets[{i}].partition",
+            )
+        seen.add((offset.topic, offset.partition))
+    return GroupObservation(group_id, state, error, offsets)
+
+
+def parse_groups(record: dict, *, location: str) -> tuple[bool | None, tuple[GroupObservation, ...]]:
+    """The optional consumer-group fields: ``(None, ())`` when the record has neither."""
+    if "groups_complete" not in record and "groups" not in record:
+        return None, ()
+    if "groups_complete" not in record:
+        raise SnapshotFormatError(
+            "missing: a snapshot with 'groups' must say whether the group listing was complete",
+            location=location,
+            field="groups_complete",
+        )
+    groups_complete = _require(record, "groups_complete", bool, location)
+    groups_raw = _require(record, "groups", list, location) if "groups" in record else []
+    groups = tuple(parse_group(g, location=location, index=i) for i, g in enumerate(groups_raw))
+    seen: set[str] = set()
+    for i, group in enumerate(groups):
+        if group.group_id in seen:
+            raise SnapshotFormatError(
+                f"group {group.group_id!r} appears twice in one snapshot",
+                location=location,
+                field=f"groups[{i}].group_id",
+            )
+        seen.add(group.group_id)
+    return groups_complete, groups
+
+
 def parse_snapshot(record: Any, *, location: str = "") -> Snapshot:
     """Validate one interchange record (a decoded JSON object) into a :class:`Snapshot`."""
     if not isinstance(record, dict):
         raise SnapshotFormatError("a snapshot must be a JSON object", location=location)
-    _unknown_fields(record, SNAPSHOT_FIELDS, location)
+    _unknown_fields(record, SNAPSHOT_FIELDS + GROUP_SNAPSHOT_FIELDS, location)
     cluster_id = _require(record, "cluster_id", str, location)
     if not cluster_id.strip():
         raise SnapshotFormatError("must not be empty", location=location, field="cluster_id")
@@ -254,7 +406,9 @@ def parse_snapshot(record: Any, *, location: str = "") -> Snapshot:
                 field=f"topics[{i}].name",
             )
         seen.add(topic.name)
-    return Snapshot(cluster_id, alias, captured_at, complete, topics)
+    groups_complete, groups = parse_groups(record, location=location)
+    return Snapshot(cluster_id, alias, captured_at, complete, topics,
+                    groups_complete=groups_complete, groups=groups)
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, str]]:

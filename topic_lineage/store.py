@@ -20,7 +20,7 @@ from pathlib import Path
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.fsutil import replace_durably
+from topic_lineage.fsutil import replace_durably, replacing
 from topic_lineage.snapshot import (
     Snapshot,
     SnapshotFormatError,
@@ -79,6 +79,17 @@ def _lock(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def group_path(cluster_id: str, captured_at: datetime) -> Path:
+    """Where a snapshot's consumer-group observations are stored (see
+    :func:`topic_lineage.tables.group_snapshots_dir`)."""
+    topics = snapshot_path(cluster_id, captured_at)
+    return t.group_snapshots_dir() / topics.relative_to(t.snapshots_dir())
+
+
+def _group_path_of(topics_file: Path) -> Path:
+    return t.group_snapshots_dir() / topics_file.relative_to(t.snapshots_dir())
+
+
 def _read_stored(path: Path, columns: list[str] | None = None, *, first_row_only: bool = False):
     """Rows of a stored snapshot file as dicts; a damaged file raises
     :class:`CorruptSnapshotFileError` naming it."""
@@ -134,6 +145,63 @@ def _to_arrow(snapshot: Snapshot, source: str):
     return pa.Table.from_pydict(columns, schema=t.arrow_store_schema())
 
 
+def _groups_to_arrow(snapshot: Snapshot):
+    import pyarrow as pa
+
+    rows = []
+    for group in sorted(snapshot.groups, key=lambda g: g.group_id):
+        offsets = sorted(group.offsets, key=lambda o: (o.topic, o.partition)) or [None]
+        for offset in offsets:
+            rows.append((group, offset))
+    rows = rows or [(None, None)]
+
+    def col(owner, attr):
+        index = 0 if owner == "group" else 1
+        return [getattr(row[index], attr) if row[index] is not None else None for row in rows]
+
+    n = len(rows)
+    columns = {
+        t.CLUSTER_ID: [snapshot.cluster_id] * n,
+        t.CAPTURED_AT: [snapshot.captured_at] * n,
+        t.GROUPS_COMPLETE: [snapshot.groups_complete] * n,
+        t.GROUP_ID: col("group", "group_id"),
+        t.GROUP_STATE: col("group", "state"),
+        t.GROUP_ERROR: col("group", "error"),
+        t.TOPIC_NAME: col("offset", "topic"),
+        t.PARTITION: col("offset", "partition"),
+        t.COMMITTED_OFFSET: col("offset", "committed_offset"),
+        t.LOG_END_OFFSET: col("offset", "log_end_offset"),
+    }
+    return pa.Table.from_pydict(columns, schema=t.arrow_group_store_schema())
+
+
+def _write_groups(snapshot: Snapshot) -> None:
+    """Store the snapshot's group observations, before its topic file: the topic file is what
+    makes a snapshot exist, so a crash in between leaves an unread group file that the next
+    store of the same snapshot replaces."""
+    import pyarrow.parquet as pq
+
+    path = group_path(snapshot.cluster_id, snapshot.captured_at)
+    if snapshot.groups_complete is None:
+        # no group information: a file here is debris of a crashed store, never this snapshot's
+        path.unlink(missing_ok=True)
+        return
+    try:
+        with replacing(path) as tmp:
+            pq.write_table(_groups_to_arrow(snapshot), tmp, compression="zstd")
+    except OSError as exc:
+        raise StoreError(
+            f"could not write the consumer groups of snapshot of cluster {snapshot.cluster_id!r} "
+            f"at {format_timestamp(snapshot.captured_at)} to {path.parent}: {exc.strerror or exc}; "
+            "nothing of it was stored"
+        ) from None
+
+
+def _store(snapshot: Snapshot, source: str, path: Path) -> None:
+    _write_groups(snapshot)
+    _write_atomically(snapshot, source, path)
+
+
 def _write_atomically(snapshot: Snapshot, source: str, path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -177,7 +245,7 @@ def save_all(snapshots: Iterable[Snapshot], source: str) -> IngestResult:
             elif existing != snap.content_hash():
                 raise _conflict(snap, path)
         for snap, path in todo:
-            _write_atomically(snap, source, path)
+            _store(snap, source, path)
     return IngestResult(stored=len(todo), unchanged=len(batch) - len(todo))
 
 
@@ -206,7 +274,7 @@ def import_jsonl(path: Path | str, source: str = "import:jsonl") -> IngestResult
         for _, snap in scan_jsonl(path):
             key = (snap.cluster_id, snap.captured_at)
             if key in todo:
-                _write_atomically(snap, source, snapshot_path(*key))
+                _store(snap, source, snapshot_path(*key))
                 todo.discard(key)
                 stored += 1
     return IngestResult(stored=stored, unchanged=len(keys) - stored)
@@ -262,7 +330,8 @@ def read_runs(cluster: str | None = None) -> list[dict]:
 
 
 def read_snapshot(path: Path) -> Snapshot:
-    """A stored snapshot file back as a :class:`Snapshot` (for export and tests)."""
+    """A stored snapshot file back as a :class:`Snapshot` (for export and tests), with its
+    consumer-group observations when it has them."""
     from topic_lineage.snapshot import TopicObservation
 
     rows = _read_stored(path)
@@ -275,10 +344,34 @@ def read_snapshot(path: Path) -> Snapshot:
         for r in rows
         if r[t.TOPIC_NAME] is not None
     )
+    groups_complete, groups = _read_groups(_group_path_of(path))
     return Snapshot(
         first[t.CLUSTER_ID], first[t.CLUSTER_ALIAS], first[t.CAPTURED_AT], first[t.COMPLETE],
-        topics, authoritative=first[t.AUTHORITATIVE],
+        topics, authoritative=first[t.AUTHORITATIVE], groups_complete=groups_complete,
+        groups=groups,
     )
+
+
+def _read_groups(path: Path):
+    """``(groups_complete, groups)`` of a stored group file; ``(None, ())`` when there is none."""
+    from topic_lineage.snapshot import GroupObservation, GroupOffset
+
+    if not path.exists():
+        return None, ()
+    rows = _read_stored(path)
+    by_group: dict[str, tuple[dict, list]] = {}
+    for row in rows:
+        if row[t.GROUP_ID] is None:
+            continue
+        _, offsets = by_group.setdefault(row[t.GROUP_ID], (row, []))
+        if row[t.TOPIC_NAME] is not None:
+            offsets.append(GroupOffset(row[t.TOPIC_NAME], row[t.PARTITION],
+                                       row[t.COMMITTED_OFFSET], row[t.LOG_END_OFFSET]))
+    groups = tuple(
+        GroupObservation(group_id, first[t.GROUP_STATE], first[t.GROUP_ERROR], tuple(offsets))
+        for group_id, (first, offsets) in by_group.items()
+    )
+    return rows[0][t.GROUPS_COMPLETE], groups
 
 
 def verify() -> list[CorruptSnapshotFileError]:
@@ -301,6 +394,11 @@ def quarantine(path: Path | str) -> Path:
     target = t.quarantine_dir() / path.relative_to(root)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(path), target)
+    groups = _group_path_of(path)
+    if groups.exists():  # the snapshot's group observations go with it
+        group_target = t.quarantine_dir() / "group_snapshots" / path.relative_to(root)
+        group_target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(groups), group_target)
     return target
 
 
@@ -310,6 +408,7 @@ __all__ = [
     "SnapshotConflictError",
     "SnapshotFormatError",
     "StoreError",
+    "group_path",
     "import_jsonl",
     "quarantine",
     "read_runs",

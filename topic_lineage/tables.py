@@ -111,6 +111,13 @@ def snapshots_dir() -> Path:
     return home() / "snapshots"
 
 
+def group_snapshots_dir() -> Path:
+    """Consumer-group observations (contract R8-R10): one file per snapshot that carried group
+    information, beside (not inside) the topic store, so every reader of topic snapshots is
+    unaffected. A snapshot exists when its topic file does; its group file is written first."""
+    return home() / "group_snapshots"
+
+
 def quarantine_dir() -> Path:
     return home() / "quarantine"
 
@@ -172,5 +179,37 @@ def arrow_store_schema():
             pa.field(REPLICATION_FACTOR, pa.int32()),
             pa.field(IS_INTERNAL, pa.bool_()),
             pa.field(ERROR, pa.string()),
+        ]
+    )
+
+
+# --- stored consumer-group observations (one file per snapshot; contract R8-R10) -------------
+GROUPS_COMPLETE = "groups_complete"
+GROUP_ID = "group_id"
+GROUP_STATE = "group_state"
+GROUP_ERROR = "group_error"
+PARTITION = "partition"
+COMMITTED_OFFSET = "committed_offset"
+LOG_END_OFFSET = "log_end_offset"
+
+
+def arrow_group_store_schema():
+    """Arrow schema of a stored group file: one row per group x partition; a group with no
+    offsets has one row with NULL topic, and a snapshot that saw no group one row with NULL
+    group (so ``groups_complete`` is always stored)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field(CLUSTER_ID, pa.string(), nullable=False),
+            pa.field(CAPTURED_AT, pa.timestamp("us", tz="UTC"), nullable=False),
+            pa.field(GROUPS_COMPLETE, pa.bool_(), nullable=False),
+            pa.field(GROUP_ID, pa.string()),
+            pa.field(GROUP_STATE, pa.string()),
+            pa.field(GROUP_ERROR, pa.string()),
+            pa.field(TOPIC_NAME, pa.string()),
+            pa.field(PARTITION, pa.int32()),
+            pa.field(COMMITTED_OFFSET, pa.int64()),
+            pa.field(LOG_END_OFFSET, pa.int64()),
         ]
     )
