@@ -85,6 +85,31 @@ TOPIC_INCARNATIONS_DDL = (
     "last_seen_at TIMESTAMP NOT NULL, deleted_at TIMESTAMP"
 )
 
+# Consumer lineage (contract R8-R10). group_offsets: one row per group x partition per snapshot;
+# incarnation_key (beyond the contract's columns) is NULL exactly when the offset could be
+# attributed to no incarnation, and then topic_id is NULL too.
+GROUP_OFFSETS = "group_offsets"
+GROUP_INCARNATIONS = "group_incarnations"
+
+GROUP_STORE_DDL = (
+    "cluster_id STRING NOT NULL, captured_at TIMESTAMP NOT NULL, groups_complete BOOLEAN NOT NULL, "
+    "group_id STRING, group_state STRING, group_error STRING, topic_name STRING, partition INT, "
+    "committed_offset BIGINT, log_end_offset BIGINT"
+)
+
+GROUP_OFFSETS_DDL = (
+    "cluster_id STRING NOT NULL, captured_at TIMESTAMP NOT NULL, group_id STRING NOT NULL, "
+    "topic_name STRING NOT NULL, topic_id STRING, incarnation_key STRING, partition INT NOT NULL, "
+    "committed_offset BIGINT NOT NULL, log_end_offset BIGINT"
+)
+
+GROUP_INCARNATIONS_DDL = (
+    "cluster_id STRING NOT NULL, group_id STRING NOT NULL, incarnation_key STRING NOT NULL, "
+    "topic_id STRING, topic_name STRING NOT NULL, first_seen_at TIMESTAMP NOT NULL, "
+    "last_seen_at TIMESTAMP NOT NULL, max_committed_offset BIGINT NOT NULL, "
+    "carried_offset BOOLEAN NOT NULL"
+)
+
 TABLE_DDL = {
     SNAPSHOT_RUNS: SNAPSHOT_RUNS_DDL,
     TOPIC_SNAPSHOTS: TOPIC_SNAPSHOTS_DDL,
