@@ -63,7 +63,7 @@ SNAPSHOT_STORE_DDL = (
     "is_internal BOOLEAN, error STRING"
 )
 
-# --- published tables (contract: ../shared/design/contract.md, "Tables") -------------------
+# --- published tables (contract: docs/contract.md, "Tables") -------------------------------
 SNAPSHOT_RUNS_DDL = (
     "cluster_id STRING NOT NULL, cluster_alias STRING NOT NULL, captured_at TIMESTAMP NOT NULL, "
     "complete BOOLEAN NOT NULL, topic_count INT NOT NULL, error_topic_count INT NOT NULL, "
