@@ -25,6 +25,13 @@ Live capture, for what an authorizing broker does and the local broker (no ACLs)
   broker is still asked; its answer is replaced (a client-side failure such as a timeout is kept,
   as it would be under a real ACL).
 
+Consumer-group capture (contract R8-R10), likewise:
+
+- ``fail@groups``: listing the consumer groups fails (as a broker that refuses it, or a listing
+  cut short, does): the snapshot's ``groups_complete`` is false;
+- ``deny@offsets:GROUPS``: fetching these groups' committed offsets answers
+  ``GROUP_AUTHORIZATION_FAILED`` (the broker is still asked).
+
 Topic names cannot contain ``,``, ``;`` or ``:`` (Kafka allows ``[a-zA-Z0-9._-]``).
 """
 
@@ -36,7 +43,7 @@ import time
 
 FAULT_ENV = "TOPIC_LINEAGE_FAULT"
 STAGES = ("write", "validate", "publish", "read")
-CAPTURE_FAULTS = (("hide", "list"), ("deny", "describe"))
+CAPTURE_FAULTS = (("hide", "list"), ("deny", "describe"), ("fail", "groups"), ("deny", "offsets"))
 
 
 def _faults() -> list[tuple[str, str, str]]:
@@ -75,3 +82,8 @@ def fault_names(action: str, stage: str) -> frozenset[str]:
         for name in argument.split(",")
         if name.strip()
     )
+
+
+def fault_set(action: str, stage: str) -> bool:
+    """Whether ``<action>@<stage>`` is set (with or without names)."""
+    return any((fault_action, at) == (action, stage) for fault_action, at, _ in _faults())
