@@ -85,6 +85,37 @@ class ExpectVersionsOfAnIncarnationNotToOverlap(gxe.UnexpectedRowsExpectation):
     )
 
 
+# --- consumer lineage (R8-R10) -----------------------------------------------------------------
+class ExpectNoCarriedPositions(gxe.UnexpectedRowsExpectation):
+    """R9: no group committed, on an incarnation, a position beyond that incarnation's log end
+    offset read in the same snapshot: a position carried across a delete + re-create (Kafka
+    matches committed offsets by topic name). A *warning*: the history is right, the consumer is
+    not; each offending row names the cluster, group, topic and incarnation."""
+
+    unexpected_rows_query: str = (
+        f"SELECT {t.CLUSTER_ID}, {t.GROUP_ID}, {t.TOPIC_NAME}, {t.TOPIC_ID}, incarnation_key, "
+        f"max_committed_offset, first_seen_at, last_seen_at FROM {{batch}} WHERE carried_offset"
+    )
+    description: str = (
+        "No consumer group carried a committed position across a topic's re-creation: a "
+        "committed offset above the log end offset of the incarnation it was committed on."
+    )
+
+
+class ExpectUnattributedOffsetsToCarryNoTopicId(gxe.UnexpectedRowsExpectation):
+    """R8: an offset that belongs to no incarnation has no topic ID either (and the other way
+    round, a topic ID always comes with its incarnation)."""
+
+    unexpected_rows_query: str = (
+        f"SELECT {t.CLUSTER_ID}, {t.CAPTURED_AT}, {t.GROUP_ID}, {t.TOPIC_NAME}, {t.TOPIC_ID}, "
+        f"incarnation_key FROM {{batch}} WHERE incarnation_key IS NULL AND {t.TOPIC_ID} IS NOT NULL"
+    )
+    description: str = (
+        "An offset attributed to no incarnation carries no topic ID (R8: it stays in "
+        "group_offsets with a NULL topic_id)."
+    )
+
+
 # --- snapshot_runs (parametrised) ---------------------------------------------------------------
 def _utc_literal(value: Any) -> str:
     """A Spark SQL timestamp literal for an aware datetime or ISO text (rejects anything else)."""

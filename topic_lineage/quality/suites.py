@@ -45,7 +45,16 @@ SNAPSHOT_IDS_CANONICAL = "observed topic IDs are canonical"
 SNAPSHOT_IDS_NOT_RESERVED = "observed topic IDs are never reserved"
 SNAPSHOT_IDS_NOT_SHARED = "no two names carry one topic ID in a snapshot"
 
-WARNINGS = frozenset({NEWEST_SNAPSHOT_FRESH, ERROR_SHARE_BELOW_LIMIT})
+GROUP_OFFSET_ROWS_UNIQUE = "one committed offset per group, partition and snapshot"
+GROUP_OFFSETS_NOT_NEGATIVE = "committed and log end offsets are not negative"
+GROUP_OFFSET_IDS_CANONICAL = "topic IDs of group offsets are canonical"
+UNATTRIBUTED_OFFSETS_HAVE_NO_ID = "offsets of no incarnation carry no topic ID"
+GROUP_INCARNATIONS_UNIQUE = "one row per group and incarnation"
+GROUP_SEEN_IN_ORDER = "a group is first seen on an incarnation no later than last seen"
+GROUP_INCARNATION_IDS_CANONICAL = "topic IDs of group incarnations are canonical"
+NO_CARRIED_POSITIONS = "no consumer group carried its position across a re-creation"
+
+WARNINGS = frozenset({NEWEST_SNAPSHOT_FRESH, ERROR_SHARE_BELOW_LIMIT, NO_CARRIED_POSITIONS})
 """Expectations of warning severity: reported wherever a failure is, never block a publish."""
 WARNING = "warning"
 
@@ -59,6 +68,8 @@ IDENTIFYING_COLUMNS = {
     t.SNAPSHOT_RUNS: [t.CLUSTER_ID, t.CAPTURED_AT],
     t.TOPIC_SNAPSHOTS: [t.CLUSTER_ID, t.CAPTURED_AT, t.TOPIC_NAME, t.TOPIC_ID],
     t.TOPIC_INCARNATIONS: [t.CLUSTER_ID, t.TOPIC_NAME, t.TOPIC_ID, "version"],
+    t.GROUP_OFFSETS: [t.CLUSTER_ID, t.CAPTURED_AT, t.GROUP_ID, t.TOPIC_NAME, t.PARTITION],
+    t.GROUP_INCARNATIONS: [t.CLUSTER_ID, t.GROUP_ID, t.TOPIC_NAME, "incarnation_key"],
 }
 
 
@@ -175,6 +186,66 @@ def topic_snapshot_expectations() -> list:
             description="No observed topic_id is a reserved ID (the store keeps NULL for 'no ID').",
         ),
         cx.ExpectObservedTopicIdsToBeUniquePerSnapshot(meta=_meta(SNAPSHOT_IDS_NOT_SHARED)),
+    ]
+
+
+def group_offset_expectations() -> list:
+    """Checks on ``group_offsets`` (R8): one row per group, partition and snapshot; offsets are
+    offsets; attribution is consistent."""
+    import great_expectations.expectations as gxe
+
+    from topic_lineage.quality import custom_expectations as cx
+
+    return [
+        gxe.ExpectCompoundColumnsToBeUnique(
+            column_list=[t.CLUSTER_ID, t.CAPTURED_AT, t.GROUP_ID, t.TOPIC_NAME, t.PARTITION],
+            meta=_meta(GROUP_OFFSET_ROWS_UNIQUE),
+            description="One committed offset per (cluster, snapshot, group, topic, partition).",
+        ),
+        *[
+            gxe.ExpectColumnValuesToBeBetween(
+                column=column, min_value=0, meta=_meta(GROUP_OFFSETS_NOT_NEGATIVE),
+                description=f"{column} is a Kafka offset: 0 or more (NULL: unknown).",
+            )
+            for column in (t.COMMITTED_OFFSET, t.LOG_END_OFFSET)
+        ],
+        gxe.ExpectColumnValuesToMatchRegex(
+            column=t.TOPIC_ID,
+            regex=CANONICAL_PATTERN,
+            meta=_meta(GROUP_OFFSET_IDS_CANONICAL),
+            description="topic_id is Kafka's canonical form (NULL: no incarnation, or none with an ID).",
+        ),
+        cx.ExpectUnattributedOffsetsToCarryNoTopicId(meta=_meta(UNATTRIBUTED_OFFSETS_HAVE_NO_ID)),
+    ]
+
+
+def group_incarnation_expectations() -> list:
+    """Checks on ``group_incarnations`` (R8, R9): structure is critical; a carried position is a
+    warning that names the group, the topic and the incarnation, and never blocks."""
+    import great_expectations.expectations as gxe
+
+    from topic_lineage.quality import custom_expectations as cx
+
+    return [
+        gxe.ExpectCompoundColumnsToBeUnique(
+            column_list=[t.CLUSTER_ID, t.GROUP_ID, "incarnation_key"],
+            meta=_meta(GROUP_INCARNATIONS_UNIQUE),
+            description="One row per (cluster, group, incarnation).",
+        ),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="last_seen_at",
+            column_B="first_seen_at",
+            or_equal=True,
+            meta=_meta(GROUP_SEEN_IN_ORDER),
+            description="first_seen_at <= last_seen_at.",
+        ),
+        gxe.ExpectColumnValuesToMatchRegex(
+            column=t.TOPIC_ID,
+            regex=CANONICAL_PATTERN,
+            meta=_meta(GROUP_INCARNATION_IDS_CANONICAL),
+            description="topic_id is Kafka's canonical form (NULL while the incarnation has none).",
+        ),
+        cx.ExpectNoCarriedPositions(meta=_meta(NO_CARRIED_POSITIONS), severity=WARNING),
     ]
 
 
