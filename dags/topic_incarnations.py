@@ -22,8 +22,9 @@ publishes it: write, audit, publish, as three visible tasks.
 * **publish** runs in the pool `topic_lineage_publish` (one slot), so scheduled runs, manual
   runs and backfills never publish at the same time. A version is not published over one built
   from more or the same snapshots (the task is then skipped).
-* **health** fails (no retries) when the gate warned about this run's version, so a run whose
-  tables were published but whose captures are unhealthy is red; it runs after publish, even a
+* **health** fails (no retries) when the gate warned about the captures of this run's version
+  (a carried consumer position is logged, not failed on), so a run whose tables were published
+  but whose captures are unhealthy is red; it runs after publish, even a
   skipped one. In a no-op run it reports the published version's warnings (and is skipped when
   there are none).
 * **Backfills** (UI: *Trigger* → *Backfill*, or `airflow backfill create --dag-id

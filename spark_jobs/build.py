@@ -45,6 +45,7 @@ from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.faults import fault_point
 from topic_lineage.fsutil import files_bytes
+from topic_lineage.scd import groups
 from topic_lineage.spark import SMALL_INPUT_CONF, sized_for
 
 log = logging.getLogger("topic_lineage.build")
@@ -173,11 +174,16 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
 
     files, listing = _stored_files()
     manifest, why_full = (None, "--full-refresh") if full_refresh else _usable_base(base, policy)
+    group_files = _stored_group_files(files)
     if manifest is not None:
         included = manifest.get("snapshot_files", {})
         removed = [r for r, size in included.items() if files.get(r) != size]
+        removed_groups = [r for r, size in manifest.get("group_files", {}).items()
+                          if group_files.get(r) != size]
         if removed:
             manifest, why_full = None, f"{len(removed)} snapshot file(s) left the store"
+        elif removed_groups:
+            manifest, why_full = None, f"{len(removed_groups)} consumer-group file(s) changed"
     new_files = sorted(set(files) - set(manifest["snapshot_files"])) if manifest else sorted(files)
 
     out.mkdir(parents=True)
@@ -250,10 +256,13 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
             _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
         finally:
             derived.unpersist()
+        _write_group_tables(
+            spark, out, group_files,
+            recompute=None if manifest is None else incremental | late,
+            base=None if manifest is None else base,
+        )
 
-        counts = {
-            table: spark.read.parquet(str(out / table)).count() for table in t.TABLES
-        }
+        counts = {table: _row_count(out / table) for table in t.TABLES}
         newest = {
             row[t.CLUSTER_ID]: row["newest"]
             for row in spark.read.parquet(str(out / t.SNAPSHOT_RUNS))
@@ -274,12 +283,93 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
         input_bytes=input_bytes, spark_settings=SMALL_INPUT_CONF if small_input else "session",
         hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
+        group_files=group_files,
         cluster_newest={c: compact_timestamp(_as_utc(ts)) for c, ts in newest.items()},
         # What the build read, for no-op runs (topic_lineage/noop.py).
         store_fingerprint=noop.fingerprint(listing, policy.ratio, policy.min_count),
     )
     log.info("%s", info)
     return info
+
+
+# --- consumer lineage (contract R8-R10) -----------------------------------------------------
+def _stored_group_files(files: dict[str, int]) -> dict[str, int]:
+    """Relative path -> size of the stored consumer-group file of each stored snapshot that has
+    one (a group file without its snapshot file is debris of a crashed store: never read)."""
+    root = t.group_snapshots_dir()
+    found = {}
+    for relative in files:
+        path = root / relative
+        if path.is_file():
+            found[relative] = path.stat().st_size
+    return found
+
+
+def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
+                        recompute: set[str] | None, base: str | None) -> None:
+    """Write ``group_offsets`` and ``group_incarnations`` of the version in ``out``.
+
+    Attribution (R8) reads the version's *final* ``topic_incarnations`` (already written), so a
+    cluster whose incarnations were derived again here gets its group rows derived again from
+    all its stored group files; ``recompute=None`` (a full build) means every cluster. The rows
+    of the other clusters are the base version's, unchanged (their incarnations are). Either
+    way the rows are those of a full refresh (R5); tests assert it.
+    """
+    clusters = None if recompute is None else set(recompute)
+    read = [r for r in sorted(group_files) if clusters is None or _file_key(r)[0] in clusters]
+    if base is not None and not read:
+        # nothing to derive again: the base's group rows are this version's
+        for table in t.GROUP_TABLES:
+            _link_files(wh.version_path(base, table), out / table)
+        return
+    if not group_files:
+        # no stored group observation at all: both tables empty, without a Spark job
+        for table in t.GROUP_TABLES:
+            _write_empty(out / table, t.TABLE_DDL[table])
+        return
+
+    root = t.group_snapshots_dir()
+    cluster = F.col(t.CLUSTER_ID)
+    in_scope = F.lit(True) if clusters is None else cluster.isin(sorted(clusters))
+    group_rows = (
+        spark.read.schema(t.GROUP_STORE_DDL).parquet(*[str(root / r) for r in read])
+        if read else inc.empty_frame(spark, t.GROUP_STORE_DDL)
+    )
+    snapshots = _read_table_files(spark, out / t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL).where(in_scope)
+    incarnations = _read_table_files(spark, out / t.TOPIC_INCARNATIONS,
+                                     t.TOPIC_INCARNATIONS_DDL).where(in_scope)
+    offsets = groups.group_offsets(group_rows, snapshots, incarnations)
+    if base is not None:
+        kept = _read_table(spark, base, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(~in_scope)
+        offsets = kept.unionByName(offsets)
+    _write(offsets, out / t.GROUP_OFFSETS)
+    # group_incarnations from the offsets just written (not derived a second time)
+    written = _read_table_files(spark, out / t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(in_scope)
+    per_incarnation = groups.group_incarnations(written, incarnations)
+    if base is not None:
+        kept = _read_table(spark, base, t.GROUP_INCARNATIONS, t.GROUP_INCARNATIONS_DDL).where(~in_scope)
+        per_incarnation = kept.unionByName(per_incarnation)
+    _write(per_incarnation, out / t.GROUP_INCARNATIONS)
+
+
+def _read_table_files(spark, path: Path, ddl: str):
+    return spark.read.schema(ddl).parquet(str(path))
+
+
+def _write_empty(path: Path, ddl: str) -> None:
+    """A table with no rows: one Parquet file with the DDL's schema, as Spark would read it."""
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True)
+    schema = t.arrow_schema_of(ddl)
+    pq.write_table(schema.empty_table(), path / "part-00000-empty.zstd.parquet", compression="zstd")
+
+
+def _row_count(path: Path) -> int:
+    """Rows of a written table, from its Parquet footers (no Spark job)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(path.glob("*.parquet")))
 
 
 def _as_utc(value: datetime) -> datetime:

@@ -26,9 +26,11 @@ def publish_passed(version: str, **kwargs) -> wh.PublishOutcome:
 
 def write_version(version: str, incarnations: list[dict], runs: list[dict] = (),
                   snapshots: list[dict] = (), *, status: str = wh.BUILT,
-                  snapshot_files: dict | None = None, created_at: str | None = None) -> None:
+                  snapshot_files: dict | None = None, created_at: str | None = None,
+                  group_offsets: list[dict] = (), group_incarnations: list[dict] = ()) -> None:
     """A whole version written with pyarrow (no Spark) plus a manifest, as a build leaves it."""
-    directory = write_tables(version, incarnations, runs, snapshots, point=False)
+    directory = write_tables(version, incarnations, runs, snapshots, point=False,
+                             group_offsets=group_offsets, group_incarnations=group_incarnations)
     for crc in directory.rglob(".*.crc"):  # Spark's local file system would verify these
         crc.unlink()
     now = created_at or datetime.now(UTC).isoformat().replace("+00:00", "Z")

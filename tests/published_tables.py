@@ -116,12 +116,16 @@ def write_table(version_dir: Path, table: str, rows: list[dict], *, files: int =
 
 
 def publish(version: str, incarnations: list[dict], runs: list[dict] = (),
-            snapshots: list[dict] = (), *, point: bool = True, files: int = 1) -> Path:
-    """Write a whole version under ``$TOPIC_LINEAGE_HOME`` and (optionally) publish it."""
+            snapshots: list[dict] = (), *, point: bool = True, files: int = 1,
+            group_offsets: list[dict] = (), group_incarnations: list[dict] = ()) -> Path:
+    """Write a whole version (every table; the group tables empty unless given) under
+    ``$TOPIC_LINEAGE_HOME`` and (optionally) publish it."""
     version_dir = tables.versions_dir() / version
     write_table(version_dir, tables.TOPIC_INCARNATIONS, list(incarnations), files=files)
     write_table(version_dir, tables.SNAPSHOT_RUNS, list(runs))
     write_table(version_dir, tables.TOPIC_SNAPSHOTS, list(snapshots))
+    write_table(version_dir, tables.GROUP_OFFSETS, list(group_offsets))
+    write_table(version_dir, tables.GROUP_INCARNATIONS, list(group_incarnations))
     if point:
         pointer = tables.current_pointer()
         pointer.parent.mkdir(parents=True, exist_ok=True)

@@ -98,3 +98,25 @@ def frame(spark, table: str, rows: list[dict]):
     columns = t.ddl_columns(t.TABLE_DDL[table])
     # Nullability comes from the DDL; the builders never leave a NOT NULL column empty.
     return spark.createDataFrame([tuple(row[c] for c in columns) for row in rows], t.TABLE_DDL[table])
+
+
+def group_offset(**overrides) -> dict:
+    """A ``group_offsets`` row: group billing's committed offset on orders-0, attributed (R8)."""
+    row = {
+        t.CLUSTER_ID: CLUSTER, t.CAPTURED_AT: at(2), t.GROUP_ID: "billing",
+        t.TOPIC_NAME: "orders", t.TOPIC_ID: ID_A, "incarnation_key": "k-orders-1",
+        t.PARTITION: 0, t.COMMITTED_OFFSET: 10, t.LOG_END_OFFSET: 12,
+    }
+    row.update(overrides)
+    return row
+
+
+def group_incarnation(**overrides) -> dict:
+    """A ``group_incarnations`` row: group billing read orders' incarnation, not carried."""
+    row = {
+        t.CLUSTER_ID: CLUSTER, t.GROUP_ID: "billing", "incarnation_key": "k-orders-1",
+        t.TOPIC_ID: ID_A, t.TOPIC_NAME: "orders", "first_seen_at": at(5), "last_seen_at": at(2),
+        "max_committed_offset": 10, "carried_offset": False,
+    }
+    row.update(overrides)
+    return row

@@ -215,9 +215,27 @@ def test_health_task_fails_on_warnings_only(tl_home):
 
     _validated("healthy", {A: 1})
     _validated("stale", {A: 1, B: 1}, ["snapshot_runs: newest complete snapshot of each cluster is fresh"])
-    assert at.check_health("healthy") == {"version": "healthy", "warnings": []}
+    assert at.check_health("healthy") == {"version": "healthy", "warnings": [], "findings": []}
     with pytest.raises(AirflowFailException, match="1 warning.*newest complete snapshot"):
         at.check_health("stale")
+
+
+def test_health_task_reports_a_carried_position_without_failing(tl_home, caplog):
+    """A carried consumer position (R9) is a finding about the history, true for good: the
+    health task logs it but fails only on warnings about the captures."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    carried = "group_incarnations: no consumer group carried its position across a re-creation"
+    stale = "snapshot_runs: newest complete snapshot of each cluster is fresh"
+    _validated("carried", {A: 1}, [carried])
+    _validated("carried-and-stale", {A: 1, B: 1}, [carried, stale])
+    with caplog.at_level("WARNING", logger=at.log.name):
+        assert at.check_health("carried") == {"version": "carried", "warnings": [],
+                                              "findings": [carried]}
+    assert "carried its position" in caplog.text
+    with pytest.raises(AirflowFailException, match="1 warning.*about its captures.*fresh") as failed:
+        at.check_health("carried-and-stale")
+    assert "carried its position" not in str(failed.value)
 
 
 def test_health_of_a_no_op_run_is_the_published_versions(tl_home):

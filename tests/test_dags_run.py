@@ -180,18 +180,39 @@ def published_incarnations() -> list[tuple]:
     return sorted(tuple(row[c] for c in columns) for row in table.to_table().to_pylist())
 
 
+def published_rows(table: str) -> list[dict]:
+    """The rows of one published table (pyarrow: no Spark in the test process)."""
+    import pyarrow.dataset as ds
+
+    from topic_lineage import warehouse
+
+    path = warehouse.version_path(warehouse.current_version(), table)
+    return ds.dataset(str(path), format="parquet").to_table().to_pylist()
+
+
 def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_env, tl_home):
     """Capture, delete + re-create, capture again through the snapshot DAG; the incarnations DAG
-    builds, validates and publishes two incarnations of the re-created name (R1)."""
+    builds, validates and publishes two incarnations of the re-created name (R1), and the
+    consumer group that carried its position across the re-creation on the new one (R9)."""
+    from test_group_capture import commit, produce
+
     from topic_lineage import warehouse
 
     broker.create_topics(["orders", "payments"])
+    produce(broker, "orders", 5)
+    commit(broker, "billing", "orders", 4)
     build_env({"live": broker.bootstrap_servers})
     snapshot_dag = load_dag("kafka_topic_snapshot")
     assert snapshot_dag.test().state == "success"
     broker.delete_topics(["orders"])
     broker.create_topics([("orders", 2)])
+    commit(broker, "billing", "orders", 4)  # the group carries its position to the new orders
     assert snapshot_dag.test().state == "success"
+    # the snapshot events say what the capture saw of consumer groups (issue #26)
+    from topic_lineage import airflow_tasks as at
+
+    events = asset_events(at.snapshots_asset_uri())
+    assert events[-1]["groups_complete"] is True and events[-1]["group_count"] >= 1
 
     run = load_dag("topic_incarnations").test()
 
@@ -207,6 +228,16 @@ def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_
     assert sorted(r[13] for r in orders) == [False, True]  # is_current: old closed, new open
     assert len([r for r in rows if r["name"] == "payments"]) == 1
     assert warehouse.read_manifest(warehouse.current_version())["status"] == "published"
+    # Consumer lineage (R8, R9) in the same published version: billing read both incarnations
+    # of orders, and its position on the new one was carried (4 > the new log end, 0).
+    billing = sorted(
+        (row["topic_id"], row["carried_offset"]) for row in published_rows("group_incarnations")
+        if row["group_id"] == "billing" and row["topic_name"] == "orders"
+    )
+    by_id = {r[3]: r[13] for r in orders}  # topic_id -> is_current
+    assert sorted((by_id[topic_id], carried) for topic_id, carried in billing) == [
+        (False, False), (True, True)
+    ]
 
     # Nothing new stored since: the next run is a no-op, decided by plan (topic_lineage/noop.py):
     # plan skips build (no spark-submit), validate, publish and, the published gate having

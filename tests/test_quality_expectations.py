@@ -22,6 +22,8 @@ from quality_rows import (
     NOW,
     at,
     frame,
+    group_incarnation,
+    group_offset,
     incarnation,
     snapshot_run,
     topic_snapshot,
@@ -53,7 +55,7 @@ def in_own_cluster(case: str, rows: list[dict]) -> list[dict]:
     moved = []
     for row in rows:
         row = dict(row, cluster_id=f"case-{case}~{row[t.CLUSTER_ID]}")
-        if "incarnation_key" in row:
+        if row.get("incarnation_key") is not None:
             row["incarnation_key"] = f"case-{case}/{row['incarnation_key']}"
         moved.append(row)
     return moved
@@ -302,9 +304,102 @@ def test_shared_id_failure_names_both_names_and_the_id(spark, tl_home):
     assert f"topic_id={ID_A}" in text and "topic_name=orders, orders-copy" in text
 
 
+# --- group_offsets and group_incarnations (consumer lineage, R8-R10) ------------------------------
+GROUP_OFFSET_CASES = {
+    s.GROUP_OFFSET_ROWS_UNIQUE: (
+        # the same group and partition in two snapshots, and two partitions in one
+        [group_offset(), group_offset(captured_at=at(1)), group_offset(partition=1)],
+        [group_offset(), group_offset(committed_offset=11)],
+    ),
+    s.GROUP_OFFSETS_NOT_NEGATIVE + "#committed": (
+        [group_offset(committed_offset=0, log_end_offset=None)],
+        [group_offset(committed_offset=-1)],
+    ),
+    s.GROUP_OFFSETS_NOT_NEGATIVE + "#log-end": (
+        [group_offset(log_end_offset=0)],
+        [group_offset(log_end_offset=-1)],
+    ),
+    s.GROUP_OFFSET_IDS_CANONICAL: (
+        [group_offset(), group_offset(group_id="etl", topic_id=None, incarnation_key=None)],
+        [group_offset(topic_id=STANDARD_BASE64_ID)],
+    ),
+    s.UNATTRIBUTED_OFFSETS_HAVE_NO_ID: (
+        # attributed by name to an incarnation that never had an ID: a key without an ID is fine
+        [group_offset(topic_id=None), group_offset(group_id="etl", topic_id=None, incarnation_key=None)],
+        [group_offset(incarnation_key=None)],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def group_offset_verdicts(spark, module_home):
+    return failures_by_case(spark, t.GROUP_OFFSETS, GROUP_OFFSET_CASES)
+
+
+@pytest.mark.parametrize("case", list(GROUP_OFFSET_CASES), ids=lambda n: n.replace(" ", "-"))
+def test_group_offset_expectation_passes_and_fails(group_offset_verdicts, case):
+    """Each invariant on group_offsets (R8): healthy rows pass, a violation fails exactly it."""
+    by_case, failed_on_passing_rows = group_offset_verdicts
+    assert failed_on_passing_rows == set()
+    assert by_case[case] == {expected_name(case)}
+
+
+GROUP_INCARNATION_CASES = {
+    s.GROUP_INCARNATIONS_UNIQUE: (
+        [group_incarnation(), group_incarnation(group_id="etl"),
+         group_incarnation(incarnation_key="k-orders-2", topic_id=ID_B)],
+        [group_incarnation(), group_incarnation(max_committed_offset=11)],
+    ),
+    s.GROUP_SEEN_IN_ORDER: (
+        [group_incarnation(first_seen_at=at(2), last_seen_at=at(2))],
+        [group_incarnation(first_seen_at=at(1), last_seen_at=at(2))],
+    ),
+    s.GROUP_INCARNATION_IDS_CANONICAL: (
+        [group_incarnation(topic_id=None)],
+        [group_incarnation(topic_id=STANDARD_BASE64_ID)],
+    ),
+    s.NO_CARRIED_POSITIONS: (
+        [group_incarnation(carried_offset=False)],
+        [group_incarnation(carried_offset=True, max_committed_offset=1_000_000)],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def group_incarnation_verdicts(spark, module_home):
+    return failures_by_case(spark, t.GROUP_INCARNATIONS, GROUP_INCARNATION_CASES)
+
+
+@pytest.mark.parametrize("case", list(GROUP_INCARNATION_CASES), ids=lambda n: n.replace(" ", "-"))
+def test_group_incarnation_expectation_passes_and_fails(group_incarnation_verdicts, case):
+    """Each invariant on group_incarnations (R8, R9): healthy rows pass, a violation fails
+    exactly it."""
+    by_case, failed_on_passing_rows = group_incarnation_verdicts
+    assert failed_on_passing_rows == set()
+    assert by_case[case] == {expected_name(case)}
+
+
+def test_carried_position_warns_naming_group_topic_and_incarnation_and_passes(spark, tl_home):
+    """R9: a carried position is a warning, never a block, and the report names the cluster,
+    the group, the topic and the incarnation."""
+    rows = [group_incarnation(carried_offset=True, max_committed_offset=1_000_000)]
+    result = validate_frames(
+        spark, {t.GROUP_INCARNATIONS: frame(spark, t.GROUP_INCARNATIONS, rows)},
+        version="v-carried", config=DEFAULT, now=NOW,
+    )
+    assert result.success
+    assert result.failed_names == [s.NO_CARRIED_POSITIONS]
+    assert [f.severity for f in result.failures] == [s.WARNING]
+    text = result.report()
+    for part in (f"cluster_id={CLUSTER}", "group_id=billing", "topic_name=orders",
+                 f"topic_id={ID_A}", "incarnation_key=k-orders-1"):
+        assert part in text
+
+
 def test_every_expectation_has_a_case():
     """No expectation of any suite is left without a passing and a failing case here."""
-    covered = {expected_name(case) for case in (*INCARNATION_CASES, *RUN_CASES, *SNAPSHOT_CASES)}
+    covered = {expected_name(case) for case in (*INCARNATION_CASES, *RUN_CASES, *SNAPSHOT_CASES,
+                                                *GROUP_OFFSET_CASES, *GROUP_INCARNATION_CASES)}
     every = {name for table in t.TABLES for name in s.expectation_names(table)}
     assert covered == every
 

@@ -47,7 +47,8 @@ WHOLE_TABLES = {table: f"SELECT * FROM topic_lineage.{table}" for table in t.TAB
 def _publish_sample() -> str:
     """A version with something for every cookbook query: `orders` deleted in November 2026 and
     re-created (twice in one cluster), a partition change, an internal topic, a held snapshot,
-    an ID-less topic (NULL IDs), timestamps with and without microseconds."""
+    an ID-less topic (NULL IDs), timestamps with and without microseconds, consumer groups on
+    deleted and current incarnations (one carried position, one unattributed offset)."""
     micro = timedelta(microseconds=123456)
     rows = (
         incarnation("k-orders-1", EU, [{"name": "orders", "at": at(1), "topic_id": tid(1)}],
@@ -78,7 +79,36 @@ def _publish_sample() -> str:
          "partition_count": None, "replication_factor": None, "is_internal": None,
          "error": "TOPIC_AUTHORIZATION_FAILED"},
     ]
-    write_version("v-sample", rows, runs, snapshots)
+    # consumer lineage: billing read the first and the current orders (its position carried onto
+    # the current one), audit the second, etl the US one; one offset on a name of no incarnation
+    def read(group, key, topic_id, first, last, offset, carried, cluster=EU):
+        return {"cluster_id": cluster, "group_id": group, "incarnation_key": key,
+                "topic_id": topic_id, "topic_name": "orders", "first_seen_at": first,
+                "last_seen_at": last, "max_committed_offset": offset, "carried_offset": carried}
+
+    group_incarnations = [
+        read("billing", "k-orders-1", tid(1), at(1), at(2), 10, False),
+        read("billing", "k-orders-3", tid(3), at(7), at(7), 10, True),
+        read("audit", "k-orders-2", tid(2), at(4), at(5) + micro, 3, False),
+        read("etl", "k-orders-us", tid(4), at(2, 12), at(9, 12), 7, False, cluster=US),
+    ]
+
+    def offset(group, when, key, topic_id, committed, log_end, name="orders", cluster=EU):
+        return {"cluster_id": cluster, "captured_at": when, "group_id": group, "topic_name": name,
+                "topic_id": topic_id, "incarnation_key": key, "partition": 0,
+                "committed_offset": committed, "log_end_offset": log_end}
+
+    group_offsets = [
+        offset("billing", at(1), "k-orders-1", tid(1), 8, 12),
+        offset("billing", at(2), "k-orders-1", tid(1), 10, 12),
+        offset("billing", at(7), "k-orders-3", tid(3), 10, 2),
+        offset("audit", at(4), "k-orders-2", tid(2), 1, 3),
+        offset("audit", at(5) + micro, "k-orders-2", tid(2), 3, None),
+        offset("etl", at(2, 12), "k-orders-us", tid(4), 7, 7, cluster=US),
+        offset("etl", at(9, 12), None, None, 0, 0, name="gone", cluster=US),
+    ]
+    write_version("v-sample", rows, runs, snapshots, group_offsets=group_offsets,
+                  group_incarnations=group_incarnations)
     publish_passed("v-sample")
     return "v-sample"
 
@@ -102,7 +132,7 @@ def test_cookbook_and_whole_tables_print_the_same_on_both_engines(sample, spark)
     """For every cookbook query (and SELECT * of each table), in every format, the DuckDB
     engine prints exactly what the Spark engine prints (as a multiset of rows where the query
     has no ORDER BY). Each query returns rows on the sample, so the comparison is not vacuous."""
-    assert len(COOKBOOK) >= 6, COOKBOOK
+    assert len(COOKBOOK) >= 10, COOKBOOK
     wh.register_tables(spark, sample)
     for label, sql in {**COOKBOOK, **WHOLE_TABLES}.items():
         for fmt in FORMATS:

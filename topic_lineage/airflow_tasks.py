@@ -58,6 +58,8 @@ CONFIG_DEFAULTS = {
     "late_after_seconds": "",
     # bound on one capture of one cluster (passed to capture_snapshot)
     "capture_timeout_seconds": "120",
+    # also record consumer groups' committed offsets (contract R8-R10); "false" = topics only
+    "capture_groups": "true",
 }
 
 # Backfilled runs: Airflow 3 marks them with run_type "backfill" (their run_id may still read
@@ -75,6 +77,16 @@ def config_value(option: str) -> str:
     from airflow.sdk import conf
 
     return conf.get(CONFIG_SECTION, option, fallback=CONFIG_DEFAULTS[option])
+
+
+def capture_groups_enabled() -> bool:
+    """``[topic_lineage] capture_groups``: whether live captures record consumer groups."""
+    value = config_value("capture_groups").strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        raise OrchestrationError(
+            f"[{CONFIG_SECTION}] capture_groups is {value!r}; use true or false"
+        )
+    return value in ("true", "1", "yes", "on")
 
 
 def snapshot_cron() -> str:
@@ -282,6 +294,8 @@ def snapshot_event_extra(snapshot, stored: bool, source: str) -> dict[str, Any]:
         "topic_count": len(snapshot.topics),
         "error_topic_count": snapshot.error_topic_count,
         "complete": snapshot.complete,
+        "groups_complete": snapshot.groups_complete,
+        "group_count": len(snapshot.groups),
         "source": source,
         "stored": stored,
     }
@@ -338,7 +352,8 @@ def capture_and_store(spec: ClusterSpec, context: Mapping[str, Any]) -> dict[str
     _record_kafka_inlet(context, config, spec.alias)
     log.info("capturing cluster %s with %s", spec.alias, redact(config))
     snapshot = capture_snapshot(
-        spec.alias, config, timeout_s=float(config_value("capture_timeout_seconds"))
+        spec.alias, config, timeout_s=float(config_value("capture_timeout_seconds")),
+        groups=capture_groups_enabled(),
     )
     result = store.save(snapshot, "live")
     extra = snapshot_event_extra(snapshot, stored=result.stored == 1, source="live")
@@ -351,6 +366,11 @@ def capture_and_store(spec: ClusterSpec, context: Mapping[str, Any]) -> dict[str
         log.warning(
             "cluster %s: the snapshot is INCOMPLETE (the cluster could not be read whole); it "
             "establishes no deletion", spec.alias,
+        )
+    if snapshot.groups_complete is False:
+        log.warning(
+            "cluster %s: the consumer group listing was INCOMPLETE; nothing is concluded about "
+            "groups it did not show", spec.alias,
         )
     _emit(context, extra)
     return extra
@@ -429,23 +449,34 @@ def noop_run(version: str) -> list[str] | None:
     tasks it still runs.
 
     A no-op run skips ``build``, ``validate`` and ``publish`` from ``plan``, so no task process
-    is started for them. ``health`` runs only when the published version's gate warned (it then
-    fails, as in every run over that version); otherwise it is skipped too and ``plan`` is the
-    run's only task process.
+    is started for them. ``health`` runs only when the published version's gate warned about its
+    captures (it then fails, as in every run over that version); otherwise it is skipped too and
+    ``plan`` is the run's only task process.
     """
-    from topic_lineage import noop, warehouse
+    from topic_lineage import noop
 
     decision = noop.decide(*noop.hold_thresholds())
     if not decision.noop:
         log.info("version %s will be built: %s", version, decision)
         return None
     log.info("no-op run, %s: build, validate and publish are skipped (no Spark)", decision)
-    gate = warehouse.read_manifest(decision.version).get("gate") or {}
-    if gate.get("warnings"):
+    if capture_warnings(decision.version)[0]:
         log.warning("the published version %s passed its gate with warnings; health reports them",
                     decision.version)
         return list(NOOP_FOLLOW_ON_WARNINGS)
     return []
+
+
+def capture_warnings(version: str) -> tuple[list[str], list[str]]:
+    """The gate's warnings on ``version`` about its captures (what makes ``health`` fail), and
+    its findings about the history (a carried consumer position: logged, never failed on)."""
+    from topic_lineage import warehouse
+    from topic_lineage.quality.suites import FINDINGS
+
+    gate = warehouse.read_manifest(version).get("gate") or {}
+    warnings = gate.get("warnings") or []
+    findings = [w for w in warnings if w.split(": ", 1)[-1] in FINDINGS]
+    return [w for w in warnings if w not in findings], findings
 
 
 def prepare_build(version: str) -> bool:
@@ -651,13 +682,15 @@ def check_health(version: str) -> dict[str, Any]:
         log.info("version %s was not built (no-op run); health of the published version %s",
                  version, published)
         version = published
-    gate = warehouse.read_manifest(version).get("gate") or {}
-    warnings = gate.get("warnings") or []
-    if warnings:
+    unhealthy, findings = capture_warnings(version)
+    for finding in findings:  # history, not capture health: reported, never a failed run
+        log.warning("version %s: the quality gate reports %s (see Data Docs and the group_"
+                    "incarnations table)", version, finding)
+    if unhealthy:
         raise AirflowFailException(
-            f"version {version} passed the quality gate with {len(warnings)} warning(s): "
-            + "; ".join(warnings)
+            f"version {version} passed the quality gate with {len(unhealthy)} warning(s) about "
+            "its captures: " + "; ".join(unhealthy)
             + " (stale captures or many describe errors; see Data Docs). The tables were "
             "validated and published as usual."
         )
-    return {"version": version, "warnings": []}
+    return {"version": version, "warnings": [], "findings": findings}

@@ -403,6 +403,7 @@ def capture_snapshot(
     captured_at: datetime | None = None,
     on_listed: Callable[[list[str]], None] | None = None,
     known_live: Callable[[str], Iterable[str]] | None = None,
+    groups: bool = True,
 ) -> Snapshot:
     """Read one snapshot of the cluster that ``config`` (librdkafka settings) points at.
 
@@ -410,7 +411,10 @@ def capture_snapshot(
     called with the listed names before they are described (tests use it to delete a topic in
     between). ``known_live(cluster_id)`` gives the topics held as live for the cluster, each
     described by name when the listing lacks it; the default reads the store and the published
-    version (:func:`topic_lineage.stored_live.stored_live_names`). Raises
+    version (:func:`topic_lineage.stored_live.stored_live_names`). ``groups`` (default on)
+    also records the consumer groups' committed offsets with their log end offsets
+    (:mod:`topic_lineage.group_capture`, contract R8-R10) in what is left of ``timeout_s``;
+    ``groups=False`` leaves the snapshot saying nothing about groups. Raises
     :class:`ClusterUnavailableError` when nothing useful could be read.
     """
     if not cluster_alias or not cluster_alias.strip():
@@ -448,12 +452,23 @@ def capture_snapshot(
         complete &= by_name_answered
         _log_hidden(cluster_alias, by_name)
     topics, complete = decide_topics(results, live, by_name, answered=complete and live_known)
+    groups_complete, group_observations = None, ()
+    if groups:
+        from topic_lineage.group_capture import capture_groups
+
+        # within the same deadline: --timeout bounds the whole capture; what is left unread
+        # when it passes leaves the group information incomplete (R10), never the topics
+        groups_complete, group_observations = capture_groups(
+            run.admin, run.remaining(), redact=lambda text: redact_text(text, run.user_config),
+        )
     snapshot = Snapshot(
         cluster_id=cluster_id,
         cluster_alias=cluster_alias,
         captured_at=(captured_at or listed_at).astimezone(UTC),
         complete=complete,
         topics=topics,
+        groups_complete=groups_complete,
+        groups=group_observations,
     )
     log.info(
         "captured %s (%s): %d topic(s), %d with errors, complete=%s in %.2fs",

@@ -7,8 +7,8 @@ settings. So a build is a no-op exactly when the published version was built fro
   modification time (:func:`topic_lineage.store.snapshot_listing`; the store never rewrites a
   file in place, so new, quarantined and re-imported files all change it),
 - the same mass-deletion hold thresholds (R3), and
-- the same build code: the source of ``spark_jobs/*.py``, ``topic_lineage/tables.py`` and
-  ``topic_lineage/topic_id.py``, and the pyspark version.
+- the same build code: the source of ``spark_jobs/*.py``, ``topic_lineage/tables.py``,
+  ``topic_lineage/topic_id.py`` and ``topic_lineage/scd/*.py``, and the pyspark version.
 
 A build records the digest of these (``store_fingerprint``) in its version's manifest, computed
 from the same store listing it read. :func:`decide` compares the published version's recorded
@@ -54,7 +54,7 @@ def _build_code_files() -> list[Path]:
     spec = importlib.util.find_spec("spark_jobs")  # finds the package without importing pyspark
     jobs = Path(next(iter(spec.submodule_search_locations))) if spec else None
     files = sorted(jobs.glob("*.py")) if jobs else []
-    return files + [here / "tables.py", here / "topic_id.py"]
+    return files + [here / "tables.py", here / "topic_id.py", *sorted((here / "scd").glob("*.py"))]
 
 
 def code_digest() -> str:

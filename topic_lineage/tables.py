@@ -29,7 +29,13 @@ DEFAULT_HOME = Path("~/.topic-lineage")
 SNAPSHOT_RUNS = "snapshot_runs"
 TOPIC_SNAPSHOTS = "topic_snapshots"
 TOPIC_INCARNATIONS = "topic_incarnations"
-TABLES = (SNAPSHOT_RUNS, TOPIC_SNAPSHOTS, TOPIC_INCARNATIONS)
+GROUP_OFFSETS = "group_offsets"
+GROUP_INCARNATIONS = "group_incarnations"
+TOPIC_TABLES = (SNAPSHOT_RUNS, TOPIC_SNAPSHOTS, TOPIC_INCARNATIONS)
+GROUP_TABLES = (GROUP_OFFSETS, GROUP_INCARNATIONS)
+"""Consumer lineage (contract R8-R10): built, validated and published with the topic tables."""
+TABLES = TOPIC_TABLES + GROUP_TABLES
+"""Every table of a built version, in the order they are built and validated."""
 
 # --- column names shared by producers and consumers ---------------------------------------
 CLUSTER_ID = "cluster_id"
@@ -88,8 +94,6 @@ TOPIC_INCARNATIONS_DDL = (
 # Consumer lineage (contract R8-R10). group_offsets: one row per group x partition per snapshot;
 # incarnation_key (beyond the contract's columns) is NULL exactly when the offset could be
 # attributed to no incarnation, and then topic_id is NULL too.
-GROUP_OFFSETS = "group_offsets"
-GROUP_INCARNATIONS = "group_incarnations"
 
 GROUP_STORE_DDL = (
     "cluster_id STRING NOT NULL, captured_at TIMESTAMP NOT NULL, groups_complete BOOLEAN NOT NULL, "
@@ -114,6 +118,8 @@ TABLE_DDL = {
     SNAPSHOT_RUNS: SNAPSHOT_RUNS_DDL,
     TOPIC_SNAPSHOTS: TOPIC_SNAPSHOTS_DDL,
     TOPIC_INCARNATIONS: TOPIC_INCARNATIONS_DDL,
+    GROUP_OFFSETS: GROUP_OFFSETS_DDL,
+    GROUP_INCARNATIONS: GROUP_INCARNATIONS_DDL,
 }
 
 CHANGE_TYPES = ("created", "attributes_changed", "renamed", "id_assigned", "reappeared")
@@ -122,6 +128,22 @@ CHANGE_TYPES = ("created", "attributes_changed", "renamed", "id_assigned", "reap
 def ddl_columns(ddl: str) -> list[str]:
     """Column names of a DDL string, in order."""
     return [part.strip().split()[0] for part in ddl.split(",")]
+
+
+def arrow_schema_of(ddl: str):
+    """The Arrow schema Spark writes for a DDL string of this module (imports pyarrow lazily):
+    for files written without Spark, e.g. a table known to be empty."""
+    import pyarrow as pa
+
+    kinds = {
+        "STRING": pa.string(), "TIMESTAMP": pa.timestamp("us", tz="UTC"), "INT": pa.int32(),
+        "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(),
+    }
+    fields = []
+    for part in ddl.split(","):
+        name, kind, *rest = part.split()
+        fields.append(pa.field(name, kinds[kind], nullable=rest != ["NOT", "NULL"]))
+    return pa.schema(fields)
 
 
 # --- paths -----------------------------------------------------------------------------------

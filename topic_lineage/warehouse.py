@@ -545,7 +545,13 @@ def _view_select(version: str, table: str) -> str:
     for part in t.TABLE_DDL[table].split(","):
         name, kind = part.split()[:2]
         columns.append(f"CAST(`{name}` AS {kind}) AS `{name}`")
-    location = str(version_path(version, table)).replace("`", "``")
+    path = version_path(version, table)
+    if not path.is_dir():
+        # a version built before the table existed (the consumer-lineage tables): no rows
+        empty = [f"CAST(NULL AS {part.split()[1]}) AS `{part.split()[0]}`"
+                 for part in t.TABLE_DDL[table].split(",")]
+        return f"SELECT {', '.join(empty)} WHERE false"
+    location = str(path).replace("`", "``")
     return f"SELECT {', '.join(columns)} FROM parquet.`{location}`"
 
 

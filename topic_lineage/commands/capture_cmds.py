@@ -50,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=capture.DEFAULT_MAX_IN_FLIGHT,
         help=f"describe requests in flight at once (default {capture.DEFAULT_MAX_IN_FLIGHT})",
     )
+    p.add_argument(
+        "--no-groups",
+        dest="groups",
+        action="store_false",
+        help="skip consumer groups (by default each group's committed offsets are recorded with "
+        "the partitions' log end offsets)",
+    )
     p.set_defaults(func=cmd_snapshot)
 
 
@@ -63,6 +70,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         batch_size=args.batch_size,
         max_in_flight=args.max_in_flight,
+        groups=args.groups,
     )
     result = store.save(snap, "live")
     path = store.snapshot_path(snap.cluster_id, snap.captured_at)
@@ -75,8 +83,15 @@ def summary_line(snap, path, *, stored: bool = True) -> str:
 
     state = "complete" if snap.complete else "INCOMPLETE"
     verb = "stored" if stored else "already stored"
+    groups = ""
+    if snap.groups_complete is not None:
+        group_errors = sum(1 for g in snap.groups if g.error is not None)
+        groups = (
+            f"{len(snap.groups)} consumer group(s), {group_errors} with errors, "
+            f"{'complete' if snap.groups_complete else 'INCOMPLETE'}; "
+        )
     return (
         f"cluster {snap.cluster_id} ({snap.cluster_alias}) at {format_timestamp(snap.captured_at)}: "
         f"{len(snap.topics)} topic(s), {snap.error_topic_count} with errors, {state}; "
-        f"{verb} {path}"
+        f"{groups}{verb} {path}"
     )

@@ -221,7 +221,7 @@ def version_table_path(version: str, table: str) -> Path:
 
 
 def read_version(spark, version: str, *, skip: tuple[str, ...] = ()) -> dict:
-    """The three tables of a built version as DataFrames, in the contract's column order; the
+    """Every table of a built version as DataFrames, in the contract's column order; the
     tables in ``skip`` are checked to exist but not read (the caller reads part of them)."""
     frames = {}
     for table in t.TABLES:
@@ -352,7 +352,8 @@ def validate_version(
         frames = read_version(spark, version, skip=(t.TOPIC_SNAPSHOTS,) if scope else ())
         if scope is not None:
             frames[t.TOPIC_SNAPSHOTS] = _scoped_snapshots(spark, version, scope)
-        read = [version_table_path(version, x) for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS)]
+        read = [version_table_path(version, x)
+                for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, *t.GROUP_TABLES)]
         read += scope.new_files if scope else [version_table_path(version, t.TOPIC_SNAPSHOTS)]
         with sized_for(spark, files_bytes(*read)):  # little to read: settings for that
             result = validate_frames(spark, frames, version=version, config=config, now=now,
@@ -382,7 +383,7 @@ def validate_frames(
     """Run every table's checkpoint on the given DataFrames (keyed by table name).
 
     Tables missing from ``frames`` are not validated (tests validate one table at a time); the
-    gate proper always passes all three. ``ctx``: the GX context (default: opened here);
+    gate proper always passes all of them. ``ctx``: the GX context (default: opened here);
     ``scope``: table -> what of it the frame holds, when not the whole table (reported).
     """
     from great_expectations.core.run_identifier import RunIdentifier

@@ -56,6 +56,10 @@ NO_CARRIED_POSITIONS = "no consumer group carried its position across a re-creat
 
 WARNINGS = frozenset({NEWEST_SNAPSHOT_FRESH, ERROR_SHARE_BELOW_LIMIT, NO_CARRIED_POSITIONS})
 """Expectations of warning severity: reported wherever a failure is, never block a publish."""
+FINDINGS = frozenset({NO_CARRIED_POSITIONS})
+"""Warnings about what the history shows (a consumer's carried position), not about the health
+of the captures: they stay true of the history for good, so they do not make the Airflow
+``health`` task fail (freshness and the error share do)."""
 WARNING = "warning"
 
 # --- suite parameters --------------------------------------------------------------------------
@@ -253,6 +257,8 @@ SUITE_BUILDERS = {
     t.SNAPSHOT_RUNS: snapshot_run_expectations,
     t.TOPIC_SNAPSHOTS: topic_snapshot_expectations,
     t.TOPIC_INCARNATIONS: incarnation_expectations,
+    t.GROUP_OFFSETS: group_offset_expectations,
+    t.GROUP_INCARNATIONS: group_incarnation_expectations,
 }
 """Suite name (= table name) -> its expectations. Validated in this order."""
 
