@@ -16,6 +16,7 @@ from topic_lineage.topic_id import RESERVED_IDS, TopicIdError, canonical, rfc412
 
 INCARNATIONS = tables.TOPIC_INCARNATIONS
 RUNS = tables.SNAPSHOT_RUNS
+GROUP_INCARNATIONS = tables.GROUP_INCARNATIONS
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -224,7 +225,8 @@ def _incarnation(versions: list[dict[str, Any]]) -> dict[str, Any]:
 def timeline(cursor, name: str, cluster_id: str | None = None) -> list[dict[str, Any]]:
     """Every incarnation that ever carried ``name``, grouped by cluster, oldest first.
 
-    Each incarnation brings all its versions (also those under another name, after a rename).
+    Each incarnation brings all its versions (also those under another name, after a rename)
+    and ``groups``: the consumer groups that committed offsets on it (:func:`_groups`).
     An empty list means no cluster ever had a topic of that name.
     """
     rows = _rows(
@@ -244,6 +246,7 @@ def timeline(cursor, name: str, cluster_id: str | None = None) -> list[dict[str,
         by_cluster.setdefault(row["cluster_id"], {}).setdefault(row["incarnation_key"], []).append(
             row
         )
+    groups = _groups(cursor, name, cluster_id)
     result = []
     for cluster, incarnations in by_cluster.items():
         summaries = sorted(
@@ -253,6 +256,7 @@ def timeline(cursor, name: str, cluster_id: str | None = None) -> list[dict[str,
         for ordinal, summary in enumerate(summaries, start=1):
             summary["ordinal"] = ordinal
             summary["is_recreation"] = ordinal > 1
+            summary["groups"] = groups.get((cluster, summary["incarnation_key"]), [])
         result.append(
             {
                 "cluster_id": cluster,
@@ -269,6 +273,54 @@ def timeline(cursor, name: str, cluster_id: str | None = None) -> list[dict[str,
         )
     result.sort(key=lambda c: (c["cluster_alias"], c["cluster_id"]))
     return result
+
+
+def _has_table(cursor, table: str) -> bool:
+    cursor.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?",
+        [table],
+    )
+    return cursor.fetchone()[0] > 0
+
+
+def _groups(cursor, name: str, cluster_id: str | None) -> dict[tuple[str, str], list[dict]]:
+    """The consumer groups that committed offsets on each incarnation that ever carried
+    ``name`` (contract R8-R10), by ``(cluster_id, incarnation_key)``, ordered by group ID.
+
+    ``carried_offset`` is true when, in some snapshot, a committed offset of the group on the
+    incarnation exceeded its log end offset read in the same snapshot (R9): a position carried
+    over from an earlier incarnation of the same name. A version published without the group
+    tables (built before they existed) has no groups.
+    """
+    if not _has_table(cursor, GROUP_INCARNATIONS):
+        return {}
+    rows = _rows(
+        cursor,
+        f"""
+        SELECT cluster_id, incarnation_key, group_id,
+               epoch_us(first_seen_at) AS first_seen_at, epoch_us(last_seen_at) AS last_seen_at,
+               max_committed_offset, carried_offset
+        FROM {GROUP_INCARNATIONS}
+        WHERE (cluster_id, incarnation_key) IN (
+            SELECT cluster_id, incarnation_key FROM {INCARNATIONS}
+            WHERE topic_name = $name AND ($cluster_id IS NULL OR cluster_id = $cluster_id)
+        )
+        ORDER BY cluster_id, incarnation_key, group_id
+        """,
+        {"name": name, "cluster_id": cluster_id},
+    )
+    by_incarnation: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        by_incarnation.setdefault((row["cluster_id"], row["incarnation_key"]), []).append(
+            {
+                "group_id": row["group_id"],
+                "first_seen_at": iso(row["first_seen_at"]),
+                "last_seen_at": iso(row["last_seen_at"]),
+                "max_committed_offset": row["max_committed_offset"],
+                "carried_offset": row["carried_offset"],
+            }
+        )
+    return by_incarnation
 
 
 def incarnations_by_id(cursor, topic_id: str) -> list[dict[str, Any]]:

@@ -331,7 +331,38 @@ function renderIncarnation(inc) {
   const partitions = el("div", { class: "partition-history" }, "Partitions: ",
     inc.partition_history.map((p, i) => el("span", {}, i ? " → " : "", el("strong", {}, p.partition_count ?? "?"),
       el("span", { class: "status" }, ` (${day(p.at)})`))));
-  return el("div", { class: cls, "data-incarnation": inc.incarnation_key }, head, life, partitions, versions);
+  return el("div", { class: cls, "data-incarnation": inc.incarnation_key }, head, life, partitions, versions,
+    renderGroups(inc.groups || []));
+}
+
+const CARRIED_TITLE = "The committed offset exceeded this incarnation's log end offset read in the same "
+  + "snapshot: the position was carried over from an earlier incarnation of the same name.";
+
+// The consumer groups that committed offsets on one incarnation (contract R8-R10).
+function renderGroups(groups) {
+  const box = el("div", { class: "groups" }, el("div", { class: "groups-title" }, "Consumer groups",
+    groups.length ? el("span", { class: "status" }, ` (${groups.length})`) : null));
+  if (!groups.length) {
+    box.append(el("div", { class: "status groups-empty" }, "no consumer group committed offsets on this incarnation"));
+    return box;
+  }
+  const rows = groups.map((g) => el("tr", { class: "group" + (g.carried_offset ? " carried" : ""), "data-group": g.group_id },
+    el("td", {}, el("code", { class: "group-id" }, g.group_id)),
+    el("td", {}, fmt(g.first_seen_at)), el("td", {}, fmt(g.last_seen_at)),
+    el("td", { class: "num" }, g.max_committed_offset),
+    el("td", {}, g.carried_offset
+      ? el("span", { class: "badge warn carried-mark", title: CARRIED_TITLE, "aria-label": "carried position: " + CARRIED_TITLE },
+        "carried position")
+      : null)));
+  box.append(el("table", { class: "groups" },
+    el("thead", {}, el("tr", {}, el("th", {}, "group"), el("th", {}, "first seen"), el("th", {}, "last seen"),
+      el("th", { class: "num" }, "max committed offset"), el("th", {}, ""))),
+    el("tbody", {}, rows)));
+  if (groups.some((g) => g.carried_offset)) {
+    box.append(el("div", { class: "status groups-note" }, el("span", { class: "warning-text" }, "carried position"),
+      ": " + CARRIED_TITLE.charAt(0).toLowerCase() + CARRIED_TITLE.slice(1)));
+  }
+  return box;
 }
 
 // --- overview -------------------------------------------------------------------------------
