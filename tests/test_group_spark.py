@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import group_support as ex
 import pytest
-from gate_support import publish_passed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scd_support import _utc, store_frame
@@ -19,6 +18,7 @@ from test_scd_properties import (
     NAMES,
     POLICY,
     _cluster_id,
+    built_incrementally,
     cluster_history,
 )
 
@@ -138,23 +138,7 @@ def test_incremental_builds_write_the_reference_group_tables(spark, tmp_path_fac
     random batches, an incremental build after each (late snapshots recompute their cluster,
     the others keep the base's group rows), and the last version's group_offsets and
     group_incarnations equal the reference over everything stored."""
-    from spark_jobs.build import build_version
-    from topic_lineage import store
-    from topic_lineage import warehouse as wh
-
-    mp = pytest.MonkeyPatch()
-    mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental-groups")))
-    mp.setenv("TOPIC_LINEAGE_HOLD_RATIO", str(POLICY.ratio))
-    mp.setenv("TOPIC_LINEAGE_HOLD_MIN", str(POLICY.min_count))
-    try:
-        cuts = sorted(order.sample(range(1, len(ingested)), min(batches - 1, len(ingested) - 1)))
-        for start, end in zip([0, *cuts], [*cuts, len(ingested)]):
-            store.save_all(ingested[start:end], "import:jsonl")
-            info = build_version(spark, policy=POLICY)
-            publish_passed(info.version)  # the gate is not the subject here
-        read = lambda table: spark.read.parquet(str(wh.version_path(info.version, table))).collect()
+    with built_incrementally(spark, tmp_path_factory, ingested, batches, order) as read:
         built = (_rows(read(t.GROUP_OFFSETS), t.GROUP_OFFSETS_DDL),
                  _rows(read(t.GROUP_INCARNATIONS), t.GROUP_INCARNATIONS_DDL))
-        assert built == reference_lineage(ingested, POLICY)
-    finally:
-        mp.undo()
+    assert built == reference_lineage(ingested, POLICY)

@@ -19,6 +19,7 @@ Every failure found is kept as an explicit example in tests/test_scd_examples.py
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -149,21 +150,25 @@ def test_full_refresh_equals_the_reference(spark, ingested):
 def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingested, batches, order):
     """R5: ingested in random batches in random order, an incremental build after each, the
     published tables equal the reference fold."""
+    with built_incrementally(spark, tmp_path_factory, ingested, batches, order) as read:
+        _assert_equal(read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), ingested)
+
+
+@contextlib.contextmanager
+def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order):
+    """Store ``ingested`` in ``batches`` random batches in a new home, an incremental build (and
+    a publish) after each; yields ``read(table) -> rows`` of the last version."""
     from spark_jobs.build import build_version
     from topic_lineage import store
     from topic_lineage import warehouse as wh
 
-    mp = pytest.MonkeyPatch()
-    mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental")))
-    mp.setenv("TOPIC_LINEAGE_HOLD_RATIO", str(POLICY.ratio))
-    mp.setenv("TOPIC_LINEAGE_HOLD_MIN", str(POLICY.min_count))
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental")))
+        mp.setenv("TOPIC_LINEAGE_HOLD_RATIO", str(POLICY.ratio))
+        mp.setenv("TOPIC_LINEAGE_HOLD_MIN", str(POLICY.min_count))
         cuts = sorted(order.sample(range(1, len(ingested)), min(batches - 1, len(ingested) - 1)))
         for start, end in zip([0, *cuts], [*cuts, len(ingested)]):
             store.save_all(ingested[start:end], "import:jsonl")
             info = build_version(spark, policy=POLICY)
             publish_passed(info.version)  # the gate is not the subject here
-        read = lambda table: spark.read.parquet(str(wh.version_path(info.version, table))).collect()
-        _assert_equal(read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), ingested)
-    finally:
-        mp.undo()
+        yield lambda table: spark.read.parquet(str(wh.version_path(info.version, table))).collect()
