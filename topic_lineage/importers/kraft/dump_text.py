@@ -1,10 +1,11 @@
 """The text that ``kafka-dump-log.sh --cluster-metadata-decoder --files <file>`` prints.
 
 With or without ``--skip-record-metadata``; decoded into the same :class:`LogSource` objects as
-the binary files. Where the facts come from: ``core/src/main/scala/kafka/tools/DumpLogSegments.scala``
-(``dumpLog``: one line per record, empty for control records under ``--skip-record-metadata``;
-the header ``Log starting offset: N``, ``Starting offset: N`` before 3.3; ``printBatchLevel`` with
-``count:``; ``ClusterMetadataLogMessageParser``).
+the binary files. Where the facts come from:
+``core/src/main/scala/kafka/tools/DumpLogSegments.scala`` (``dumpLog``: one line per record,
+empty for control records under ``--skip-record-metadata``; the header ``Log starting offset:
+N``, ``Starting offset: N`` before 3.3; ``printBatchLevel`` with ``count:``;
+``ClusterMetadataLogMessageParser``).
 """
 
 from __future__ import annotations
@@ -15,37 +16,24 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from topic_lineage import topic_id as tid
+from topic_lineage.importers.kraft import model
 from topic_lineage.importers.kraft.model import (
-    ABORT_TRANSACTION_RECORD,
-    BEGIN_TRANSACTION_RECORD,
-    END_TRANSACTION_RECORD,
-    PARTITION_CHANGE_RECORD,
-    PARTITION_RECORD,
-    REMOVE_TOPIC_RECORD,
-    TOPIC_RECORD,
-    TRANSACTION_MARKERS,
-    Change,
     LogBatch,
     LogSource,
     MetadataLogError,
-    PartitionChanged,
-    PartitionSet,
-    TopicCreated,
-    TopicRemoved,
-    TransactionMarker,
     append_batch,
     missing_footer,
 )
 
 _KV = re.compile(r"(\w+): (\S+)")
 _RECORD_TYPES = {
-    "topicrecord": TOPIC_RECORD,
-    "partitionrecord": PARTITION_RECORD,
-    "partitionchangerecord": PARTITION_CHANGE_RECORD,
-    "removetopicrecord": REMOVE_TOPIC_RECORD,
-    "begintransactionrecord": BEGIN_TRANSACTION_RECORD,
-    "endtransactionrecord": END_TRANSACTION_RECORD,
-    "aborttransactionrecord": ABORT_TRANSACTION_RECORD,
+    "topicrecord": model.TOPIC_RECORD,
+    "partitionrecord": model.PARTITION_RECORD,
+    "partitionchangerecord": model.PARTITION_CHANGE_RECORD,
+    "removetopicrecord": model.REMOVE_TOPIC_RECORD,
+    "begintransactionrecord": model.BEGIN_TRANSACTION_RECORD,
+    "endtransactionrecord": model.END_TRANSACTION_RECORD,
+    "aborttransactionrecord": model.ABORT_TRANSACTION_RECORD,
 }
 
 
@@ -227,14 +215,15 @@ def _read_text_record(line: str, batch: LogBatch, index: int, source: LogSource,
                                f"({exc})", location=location) from None
 
 
-def _change_from_json(api_key: int, data: dict, offset: int, timestamp: int) -> Change:
+def _change_from_json(api_key: int, data: dict, offset: int, timestamp: int) -> model.Change:
     # Field names: MetadataJsonConverters writes each field's camelCase name.
-    if api_key in TRANSACTION_MARKERS:
-        return TransactionMarker(offset, timestamp, TRANSACTION_MARKERS[api_key])
-    if api_key == TOPIC_RECORD:
-        return TopicCreated(offset, timestamp, str(data["name"]), tid.canonical(data["topicId"]))
-    if api_key == REMOVE_TOPIC_RECORD:
-        return TopicRemoved(offset, timestamp, tid.canonical(data["topicId"]))
+    if api_key in model.TRANSACTION_MARKERS:
+        return model.TransactionMarker(offset, timestamp, model.TRANSACTION_MARKERS[api_key])
+    if api_key == model.TOPIC_RECORD:
+        return model.TopicCreated(offset, timestamp, str(data["name"]),
+                                  tid.canonical(data["topicId"]))
+    if api_key == model.REMOVE_TOPIC_RECORD:
+        return model.TopicRemoved(offset, timestamp, tid.canonical(data["topicId"]))
 
     def ints(name):
         value = data.get(name)
@@ -242,12 +231,12 @@ def _change_from_json(api_key: int, data: dict, offset: int, timestamp: int) -> 
 
     topic = tid.canonical(data["topicId"])
     partition = int(data["partitionId"])
-    if api_key == PARTITION_RECORD:
+    if api_key == model.PARTITION_RECORD:
         replicas = ints("replicas")
         if replicas is None:
             raise KeyError("replicas")
-        return PartitionSet(offset, timestamp, topic, partition, replicas,
-                            ints("addingReplicas") or ())
-    return PartitionChanged(offset, timestamp, topic, partition, ints("replicas"),
-                            ints("addingReplicas"))
+        return model.PartitionSet(offset, timestamp, topic, partition, replicas,
+                                  ints("addingReplicas") or ())
+    return model.PartitionChanged(offset, timestamp, topic, partition, ints("replicas"),
+                                  ints("addingReplicas"))
 
