@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, dag, task
 
-from topic_lineage import airflow_tasks as at
+from topic_lineage import airflow as at
 
 # Named by URI only: an asset name must be unique, and the URI already names the store.
 SNAPSHOTS = Asset(uri=at.snapshots_asset_uri())

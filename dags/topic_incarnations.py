@@ -38,9 +38,9 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Asset, AssetOrTimeSchedule, CronDataIntervalTimetable, dag, task
 
-from topic_lineage import airflow_tasks as at
+from topic_lineage import airflow as at
 from topic_lineage import tables
-from topic_lineage.airflow_operators import BuildVersionOperator, PlanOperator
+from topic_lineage.airflow.operators import BuildVersionOperator, PlanOperator
 
 # Named by URI only: an asset name must be unique, and the URI already names the store.
 SNAPSHOTS = Asset(uri=at.snapshots_asset_uri())

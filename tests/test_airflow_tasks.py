@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from topic_lineage import airflow_tasks as at
+from topic_lineage import airflow as at
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)

@@ -19,7 +19,8 @@ import jsonschema
 import pytest
 import yaml
 
-from topic_lineage import airflow_tasks, tables
+from topic_lineage import tables
+from topic_lineage.airflow import config as airflow_config
 from topic_lineage.topic_id import is_canonical
 
 REPO = Path(__file__).resolve().parents[1]
@@ -193,7 +194,7 @@ def test_airflow_components_share_one_configuration(services):
 def test_airflow_options_exist():
     """Every AIRFLOW__SECTION__KEY is an option Airflow (or topic-lineage's section) knows."""
     options = airflow_options()
-    options[airflow_tasks.CONFIG_SECTION] = set(airflow_tasks.CONFIG_DEFAULTS)
+    options[airflow_config.CONFIG_SECTION] = set(airflow_config.CONFIG_DEFAULTS)
     compose = yaml.safe_load(COMPOSE_FILE.read_text())
     keys = {key for s in compose["services"].values() for key in environment(s)}
     airflow_keys = sorted(k for k in keys if k.startswith("AIRFLOW__"))
@@ -261,8 +262,8 @@ def test_topic_lineage_variables_are_read_by_the_code(services):
 
 def test_connections_and_variable_match_the_dags(services):
     env = environment(services["airflow-scheduler"])
-    kafka_key = "AIRFLOW_CONN_" + airflow_tasks.DEFAULT_KAFKA_CONN_ID.upper()
-    spark_key = "AIRFLOW_CONN_" + airflow_tasks.SPARK_CONN_ID.upper()
+    kafka_key = "AIRFLOW_CONN_" + airflow_config.DEFAULT_KAFKA_CONN_ID.upper()
+    spark_key = "AIRFLOW_CONN_" + airflow_config.SPARK_CONN_ID.upper()
     kafka = json.loads(env[kafka_key])
     assert kafka["conn_type"] == "kafka"
     host, port = kafka["extra"]["bootstrap.servers"].split(":")
@@ -275,14 +276,14 @@ def test_connections_and_variable_match_the_dags(services):
     master_command = services["spark-master"]["command"]
     assert master_command[master_command.index("--port") + 1] == str(spark["port"])
     assert master_url in services["spark-worker"]["command"]
-    clusters = json.loads(env["AIRFLOW_VAR_" + airflow_tasks.CLUSTERS_VARIABLE.upper()])
+    clusters = json.loads(env["AIRFLOW_VAR_" + airflow_config.CLUSTERS_VARIABLE.upper()])
     for cluster in clusters:
         assert "AIRFLOW_CONN_" + cluster["conn_id"].upper() in env, cluster
     init_script = " ".join(services["airflow-init"]["command"])
-    assert f"airflow pools set {airflow_tasks.PUBLISH_POOL} 1" in init_script
+    assert f"airflow pools set {airflow_config.PUBLISH_POOL} 1" in init_script
     assert "airflow db migrate" in init_script
     for option in (k for k in env if k.startswith("AIRFLOW__TOPIC_LINEAGE__")):
-        assert option.split("__")[-1].lower() in airflow_tasks.CONFIG_DEFAULTS
+        assert option.split("__")[-1].lower() in airflow_config.CONFIG_DEFAULTS
 
 
 def test_dockerfile_builds_what_compose_expects(services):

@@ -209,7 +209,7 @@ def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_
     commit(broker, "billing", "orders", 4)  # the group carries its position to the new orders
     assert snapshot_dag.test().state == "success"
     # the snapshot events say what the capture saw of consumer groups (issue #26)
-    from topic_lineage import airflow_tasks as at
+    from topic_lineage import airflow as at
 
     events = asset_events(at.snapshots_asset_uri())
     assert events[-1]["groups_complete"] is True and events[-1]["group_count"] >= 1

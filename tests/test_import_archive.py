@@ -16,7 +16,7 @@ from topic_lineage.importers.archive import (
     ingest_between,
     snapshots_between,
 )
-from topic_lineage.importers.kraft_log import MetadataLogError
+from topic_lineage.importers.kraft.model import MetadataLogError
 from topic_lineage.snapshot import Snapshot, TopicObservation, write_jsonl
 
 OTHER = "other-cluster"

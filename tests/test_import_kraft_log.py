@@ -14,8 +14,9 @@ import pytest
 from topic_lineage import store
 from topic_lineage import topic_id as tid
 from topic_lineage.cli import main
-from topic_lineage.importers import ImportInputError, import_files, kraft_log, read_files
+from topic_lineage.importers import ImportInputError, import_files, read_files
 from topic_lineage.importers.crc32c import crc32c, crc32c_py
+from topic_lineage.importers.kraft.model import MetadataLogError
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 ORDERS_1 = "b8tRS7h4TJ2Vt43Dp85v2A"
@@ -195,7 +196,7 @@ def test_changes_in_one_millisecond_keep_their_order(tmp_path):
 
 def test_log_without_a_starting_state_is_refused(tmp_path):
     (tmp_path / kb.segment_name(10)).write_bytes(kb.encode_log(history()[4:]))
-    with pytest.raises(kraft_log.MetadataLogError, match="starts at offset 10, not 0"):
+    with pytest.raises(MetadataLogError, match="starts at offset 10, not 0"):
         read_files("kraft-log", [tmp_path], cluster_id=CLUSTER)
 
 
@@ -203,7 +204,7 @@ def test_missing_segment_is_refused(tmp_path):
     batches = history()
     (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_log(batches[:2]))
     (tmp_path / kb.segment_name(11)).write_bytes(kb.encode_log(batches[5:]))
-    with pytest.raises(kraft_log.MetadataLogError, match=r"offsets 5\.\.10 are missing"):
+    with pytest.raises(MetadataLogError, match=r"offsets 5\.\.10 are missing"):
         read_files("kraft-log", [tmp_path], cluster_id=CLUSTER)
 
 
@@ -217,7 +218,7 @@ def test_bad_crc_imports_nothing_and_names_file_and_batch(tl_home, log_dir):
     start = _offset_of_batch(history(), 2)
     data[start + 70] ^= 0xFF  # inside the records of the third batch
     segment.write_bytes(bytes(data))
-    with pytest.raises(kraft_log.MetadataLogError) as excinfo:
+    with pytest.raises(MetadataLogError) as excinfo:
         import_files("kraft-log", [log_dir])
     message = str(excinfo.value)
     assert str(segment) in message and f"batch at byte {start}" in message
@@ -230,7 +231,7 @@ def test_truncated_segment_imports_nothing(tl_home, log_dir):
     data = segment.read_bytes()
     segment.write_bytes(data[:-7])
     last = _offset_of_batch(history(), len(history()) - 1)
-    with pytest.raises(kraft_log.MetadataLogError, match=f"batch at byte {last}: .*truncated"):
+    with pytest.raises(MetadataLogError, match=f"batch at byte {last}: .*truncated"):
         import_files("kraft-log", [log_dir])
     assert store.read_runs() == []
 
@@ -239,7 +240,7 @@ def test_unsupported_codec_is_named(tmp_path):
     batch = kb.Batch(0, T0, [kb.Rec(kb.topic_record("orders", ORDERS_1))])
     batch.compression = 2  # snappy: attributes say so, the body is not actually compressed
     (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_batch(batch))
-    with pytest.raises(kraft_log.MetadataLogError, match="snappy, which is not supported"):
+    with pytest.raises(MetadataLogError, match="snappy, which is not supported"):
         read_files("kraft-log", [tmp_path], cluster_id=CLUSTER)
 
 
@@ -261,7 +262,7 @@ def test_damaged_dump_text_imports_nothing(tl_home, tmp_path, bad_line, message)
     lines.insert(6, bad_line)
     dump = tmp_path / "dump.txt"
     dump.write_text("\n".join(lines) + "\n")
-    with pytest.raises(kraft_log.MetadataLogError, match=message) as excinfo:
+    with pytest.raises(MetadataLogError, match=message) as excinfo:
         import_files("kraft-dump", [dump], cluster_id=CLUSTER)
     assert f"{dump}:7" in str(excinfo.value)
     assert store.read_runs() == []
@@ -271,7 +272,7 @@ def test_invalid_batch_in_dump_is_refused(tmp_path):
     text = kb.dump_text(history(), file_name=kb.segment_name(0))
     dump = tmp_path / "dump.txt"
     dump.write_text(text.replace("isvalid: true", "isvalid: false", 1))
-    with pytest.raises(kraft_log.MetadataLogError, match="CRC mismatch"):
+    with pytest.raises(MetadataLogError, match="CRC mismatch"):
         read_files("kraft-dump", [dump], cluster_id=CLUSTER)
 
 
@@ -412,7 +413,7 @@ def test_a_transaction_open_at_the_end_of_the_log_is_not_applied(tmp_path):
 def test_end_transaction_without_begin_is_refused(tmp_path):
     batches = [*history()[:2], kb.Batch(5, T0 + 2000, [kb.Rec(kb.end_transaction_record())])]
     (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_log(batches))
-    with pytest.raises(kraft_log.MetadataLogError,
+    with pytest.raises(MetadataLogError,
                        match="EndTransactionRecord at offset 5 without a BeginTransactionRecord"):
         read_files("kraft-log", [tmp_path], cluster_id=CLUSTER)
 
@@ -432,7 +433,7 @@ def test_dumps_printed_by_kafka_2_8_and_3_0(name):
 def test_a_partial_excerpt_is_named_as_such():
     """Point 10: the Strimzi blog's excerpt (offsets 3004-3008, no batch lines)."""
     dump = kb.real_kafka("kraft-dump", "kd03-strimzi-blog-3.7-topic-creation-excerpt.txt")
-    with pytest.raises(kraft_log.MetadataLogError) as excinfo:
+    with pytest.raises(MetadataLogError) as excinfo:
         read_files("kraft-dump", [dump], cluster_id=CLUSTER)
     message = str(excinfo.value)
     assert message.startswith(f"{dump}:1: ")
@@ -443,7 +444,7 @@ def test_a_partial_excerpt_is_named_as_such():
 def test_a_dump_that_starts_after_offset_0_is_a_partial_excerpt(tmp_path):
     dump = tmp_path / "dump.txt"
     dump.write_text(kb.dump_text(history()[4:], file_name=kb.segment_name(10)))
-    with pytest.raises(kraft_log.MetadataLogError,
+    with pytest.raises(MetadataLogError,
                        match="starts at offset 10, not 0.*partial excerpt of the log cannot be "
                              "replayed"):
         read_files("kraft-dump", [dump], cluster_id=CLUSTER)
@@ -466,7 +467,7 @@ def test_checkpoint_dump_cut_after_its_first_batch_line_stores_nothing(tl_home, 
                         skip_record_metadata=skip_metadata)
     dump = tmp_path / "checkpoint.txt"
     dump.write_text("\n".join(text.splitlines()[:3]) + "\n")  # Dumping, Snapshot end, batch
-    with pytest.raises(kraft_log.MetadataLogError,
+    with pytest.raises(MetadataLogError,
                        match=r"checkpoint.txt:3: the batch line says count: 1, but 0 record "
                              r"line\(s\) follow it: the dump is truncated"):
         import_files("kraft-dump", [dump], cluster_id=CLUSTER)
@@ -477,7 +478,7 @@ def test_dump_whose_record_lines_do_not_add_up_to_count_is_refused(tmp_path):
     lines = kb.dump_text(history(), file_name=kb.segment_name(0)).splitlines()
     dump = tmp_path / "dump.txt"
     dump.write_text("\n".join(lines[:-1]) + "\n")  # the re-created topic's last PartitionRecord
-    with pytest.raises(kraft_log.MetadataLogError, match="count: 3, but 2 record line"):
+    with pytest.raises(MetadataLogError, match="count: 3, but 2 record line"):
         read_files("kraft-dump", [dump], cluster_id=CLUSTER)
 
 
@@ -492,7 +493,7 @@ def test_snapshot_without_its_footer_stores_nothing(tl_home, tmp_path, form):
         dump = tmp_path / "checkpoint.txt"
         dump.write_text(kb.dump_text(batches, file_name=kb.checkpoint_name(12), snapshot_end=12))
         paths, fmt = [dump], "kraft-dump"
-    with pytest.raises(kraft_log.MetadataLogError, match="does not end with its "
+    with pytest.raises(MetadataLogError, match="does not end with its "
                                                          "SnapshotFooterRecord"):
         import_files(fmt, paths, cluster_id=CLUSTER)
     assert store.read_runs() == []
@@ -521,6 +522,6 @@ def test_partition_change_record_newer_than_known_is_read_by_its_tags(tmp_path):
     odd = kb.frame(5, 3, body + kb.tagged({2: kb.compact_int32s([1, 2, 3])}) + b"\x00\x07")
     batches[1] = kb.Batch(2, T0 + 1000, [kb.Rec(odd)])
     (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_log(batches))
-    with pytest.raises(kraft_log.MetadataLogError,
+    with pytest.raises(MetadataLogError,
                        match="PartitionChangeRecord version 3 is newer than this reader knows"):
         read_files("kraft-log", [tmp_path], cluster_id=CLUSTER)

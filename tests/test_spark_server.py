@@ -93,7 +93,7 @@ def _published_rows(home: Path, version: str) -> dict[str, list]:
 
 AIRFLOW_TASKS = """
 import sys
-from topic_lineage import airflow_tasks as at, warehouse as wh
+from topic_lineage import airflow as at, warehouse as wh
 version = wh.new_version_id()
 built = at.build_on_connect_server(version)
 assert built is not None and built["version"] == version, built

@@ -1,6 +1,6 @@
 """The `validate` task's log: short, one line per expectation, and http links to the UI.
 
-Runs the task's function (``airflow_tasks.validate_version``, what the DAG's ``validate`` task
+Runs the task's function (``topic_lineage.airflow.validate_version``, what the DAG's ``validate`` task
 calls) on real built versions with the real gate, with every logger at DEBUG, as a task whose
 logging is configured verbosely would: Great Expectations' hundreds of debug lines must not be
 in it, the Data Docs link must be the UI's (``[api] base_url`` + ``/topic-lineage/...``), and no
@@ -27,7 +27,7 @@ BASE_URL = "http://airflow.example:8080"
 def test_validate_task_log_is_short_and_links_the_ui(spark, tl_home, capfd, monkeypatch):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from topic_lineage import airflow_tasks as at
+    from topic_lineage import airflow as at
     from topic_lineage import warehouse as wh
 
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", BASE_URL + "/")
@@ -69,7 +69,7 @@ def test_validate_task_log_is_short_and_links_the_ui(spark, tl_home, capfd, monk
 
 
 def test_base_url_falls_back_to_the_api_server_host_and_port(monkeypatch):
-    from topic_lineage import airflow_tasks as at
+    from topic_lineage import airflow as at
 
     monkeypatch.delenv("AIRFLOW__API__BASE_URL", raising=False)
     monkeypatch.setenv("AIRFLOW__API__HOST", "0.0.0.0")
@@ -81,9 +81,9 @@ def test_base_url_falls_back_to_the_api_server_host_and_port(monkeypatch):
 
 def test_started_processes_write_stderr_to_the_task_stdout(capfd):
     """What the JVM started by the task writes to stderr lands in stdout (logged as INFO)."""
-    from topic_lineage import airflow_tasks as at
+    from topic_lineage.airflow.publish import _child_stderr_to_stdout
 
-    with at._child_stderr_to_stdout():
+    with _child_stderr_to_stdout():
         subprocess.run(["sh", "-c", "echo jvm-start-up-line >&2"], check=True)
     subprocess.run(["sh", "-c", "echo later-error >&2"], check=True)
     out, err = capfd.readouterr()

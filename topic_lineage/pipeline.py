@@ -3,7 +3,7 @@
 :func:`run_build` is the one sequence the CLI and tests use; :func:`audit_and_publish` is its
 second half (gate, then :func:`topic_lineage.warehouse.publish`), also used by
 ``spark_jobs/build.py --publish``. Airflow runs the same steps as separate tasks (the build job,
-:func:`topic_lineage.airflow_tasks.validate_version`, :func:`topic_lineage.warehouse.publish`).
+:func:`topic_lineage.airflow.publish.validate_version`, :func:`topic_lineage.warehouse.publish`).
 
 Only the quality gate makes a version publishable: it records its verdict in the version's
 manifest, and :func:`topic_lineage.warehouse.publish` refuses a version without a passing one.

@@ -29,7 +29,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from topic_lineage import airflow_tasks as at
+from topic_lineage import airflow as at
 from topic_lineage import local_postgres as pg
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError

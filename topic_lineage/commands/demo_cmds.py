@@ -221,7 +221,7 @@ def step_groups(run: DemoRun) -> None:
 
 def step_airflow(run: DemoRun) -> None:
     """The same pipeline through Airflow: one snapshot DAG run and one build DAG run."""
-    from topic_lineage import airflow_tasks as at
+    from topic_lineage import airflow as at
     from topic_lineage.commands import airflow_cmds as ac
 
     run.stop_spark()  # the build DAG submits its own Spark application

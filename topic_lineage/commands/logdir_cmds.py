@@ -25,13 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_scan_logdirs(args: argparse.Namespace) -> int:
-    from topic_lineage.importers import kraft_log
     from topic_lineage.importers import partition_metadata as pm
+    from topic_lineage.importers.kraft.identity import find_meta_properties, read_meta_properties
 
     cluster = args.cluster
     if cluster is None:
-        found = kraft_log.find_meta_properties([Path(d) for d in args.log_dirs])
-        cluster = kraft_log.read_meta_properties(found) if found else None
+        found = find_meta_properties([Path(d) for d in args.log_dirs])
+        cluster = read_meta_properties(found) if found else None
     known = pm.live_ids_from_store(cluster) if cluster else None
     live_ids, compared_with = known if known else (None, None)
     report = pm.scan(args.log_dirs, live_ids=live_ids, cluster_id=cluster,

@@ -51,28 +51,28 @@ def _read_jsonl(paths: Sequence[Path], cluster_id=None, cluster_alias=None,
 
 def resolve_cluster_id(value: str | None, paths: Sequence[Path]) -> str:
     """``--cluster-id``: an ID, or a path to ``meta.properties``; else the one beside the inputs."""
-    from topic_lineage.importers import kraft_log
+    from topic_lineage.importers.kraft.identity import find_meta_properties, read_meta_properties
 
     if value:
         candidate = Path(value)
         if candidate.is_file():
-            return kraft_log.read_meta_properties(candidate)
+            return read_meta_properties(candidate)
         return value
-    found = kraft_log.find_meta_properties(paths)
+    found = find_meta_properties(paths)
     if found is None:
         raise ImportInputError(
             "the cluster ID is unknown: pass --cluster-id ID (or the path of the cluster's "
             "meta.properties); none was found beside the inputs")
-    return kraft_log.read_meta_properties(found)
+    return read_meta_properties(found)
 
 
 def _read_kraft(paths: Sequence[Path], cluster_id=None, cluster_alias=None, *,
                 text: bool, notes=None, **_) -> list[Snapshot]:
-    from topic_lineage.importers import kraft_log
+    from topic_lineage.importers import kraft
 
     cluster = resolve_cluster_id(cluster_id, paths)
-    return kraft_log.load(list(paths), text=text, cluster_id=cluster,
-                          cluster_alias=cluster_alias or cluster, notes=notes)
+    return kraft.load(list(paths), text=text, cluster_id=cluster,
+                      cluster_alias=cluster_alias or cluster, notes=notes)
 
 
 def _read_kafka_topics(paths: Sequence[Path], cluster_id=None, cluster_alias=None,

@@ -58,7 +58,7 @@ def _first_line(path: Path) -> str:
 def classify(path: Path) -> str | None:
     """The import format of an archive file, or ``None`` for files that are not history."""
     from topic_lineage.importers.kafka_topics import is_topic_line
-    from topic_lineage.importers.kraft_log import BOOTSTRAP_CHECKPOINT
+    from topic_lineage.importers.kraft.model import BOOTSTRAP_CHECKPOINT
 
     name = path.name
     if name.startswith(".") or name.endswith(_IGNORED_SUFFIXES) or name == BOOTSTRAP_CHECKPOINT:
@@ -111,7 +111,7 @@ def _identity_for(path: Path, root: Path, cluster_id: str | None,
 
 def _collect(archive_dir: Path, start: datetime, end: datetime, default_id: str | None,
              default_alias: str | None) -> list[tuple[str, Snapshot]]:
-    from topic_lineage.importers import kafka_topics, kraft_log
+    from topic_lineage.importers import kafka_topics, kraft
     from topic_lineage.snapshot import read_jsonl
 
     def wanted(at: datetime) -> bool:
@@ -133,7 +133,7 @@ def _collect(archive_dir: Path, start: datetime, end: datetime, default_id: str 
                     found.append(("kafka-topics", snap))
         elif fmt == "kraft-dump":
             cluster = resolve_cluster_id(cluster_id, [path])
-            snaps = kraft_log.load([path], text=True, cluster_id=cluster,
+            snaps = kraft.load([path], text=True, cluster_id=cluster,
                                    cluster_alias=cluster_alias or cluster)
             found.extend(("kraft-dump", s) for s in snaps if wanted(s.captured_at))
         elif fmt == "kraft-log":
@@ -142,7 +142,7 @@ def _collect(archive_dir: Path, start: datetime, end: datetime, default_id: str 
         cluster_id, cluster_alias = _identity_for(files[0], archive_dir, default_id,
                                                   default_alias)
         cluster = resolve_cluster_id(cluster_id, files)
-        snaps = kraft_log.load(files, text=False, cluster_id=cluster,
+        snaps = kraft.load(files, text=False, cluster_id=cluster,
                                cluster_alias=cluster_alias or cluster)
         found.extend(("kraft-log", s) for s in snaps if wanted(s.captured_at))
     return found

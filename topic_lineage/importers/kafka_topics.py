@@ -40,7 +40,7 @@ from pathlib import Path
 
 from topic_lineage import topic_id as tid
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.importers.kraft_log import INTERNAL_TOPICS
+from topic_lineage.importers.kraft.model import INTERNAL_TOPICS
 from topic_lineage.snapshot import (
     TOPIC_NAME_RE,
     Snapshot,

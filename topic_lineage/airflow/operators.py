@@ -8,19 +8,26 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
-from topic_lineage import airflow_tasks as at
+from topic_lineage.airflow.build import (
+    build_application,
+    build_on_connect_server,
+    noop_run,
+    plan_version,
+    prepare_build,
+)
+from topic_lineage.airflow.config import SPARK_CONN_ID
 
 
 class PlanOperator(BaseOperator, SkipMixin):
     """Names the version this run builds (its return value, the XCom the other tasks read) and
-    decides, without Spark, whether the run is a no-op (:func:`topic_lineage.airflow_tasks.
+    decides, without Spark, whether the run is a no-op (:func:`topic_lineage.airflow.build.
     noop_run`). A no-op run skips its downstream tasks from here, as a branch does, so the
     scheduler starts no task process for ``build``, ``validate``, ``publish`` (nor ``health``
     unless the published version's gate warned)."""
 
     def execute(self, context: Any) -> str:
-        version = at.plan_version(context["run_id"], context["dag_run"].run_type)
-        follow = at.noop_run(version)
+        version = plan_version(context["run_id"], context["dag_run"].run_type)
+        follow = noop_run(version)
         if follow is None:
             return version
         ti = context["ti"]
@@ -32,7 +39,7 @@ class PlanOperator(BaseOperator, SkipMixin):
 class BuildVersionOperator(SparkSubmitOperator):
     """``spark-submit spark_jobs/build.py --version-id V``: writes version V, never publishes.
     When the deployment's Spark Connect server runs, the same build runs on it from the task
-    process instead (:func:`topic_lineage.airflow_tasks.build_on_connect_server`).
+    process instead (:func:`topic_lineage.airflow.build.build_on_connect_server`).
 
     Goes through the Spark provider (connection ``spark_default``: its host is the master,
     ``local[*]`` when set up by ``topic-lineage airflow setup``). Safe to retry: an unfinished
@@ -40,15 +47,15 @@ class BuildVersionOperator(SparkSubmitOperator):
     """
 
     def __init__(self, *, version: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("conn_id", at.SPARK_CONN_ID)
+        kwargs.setdefault("conn_id", SPARK_CONN_ID)
         kwargs.setdefault("name", "topic-lineage-build")
         super().__init__(
-            application=at.build_application(), application_args=["--version-id", version], **kwargs
+            application=build_application(), application_args=["--version-id", version], **kwargs
         )
 
     def execute(self, context: Any) -> None:
         version = str(self.application_args[1])
-        if not at.prepare_build(version):
+        if not prepare_build(version):
             return None
         # Checked again here (``plan`` decided it before this run waited for the build pool):
         # a no-op skips, and with it validate and publish; the run succeeds. No Spark is needed
@@ -62,6 +69,6 @@ class BuildVersionOperator(SparkSubmitOperator):
             raise AirflowSkipException(str(decision))
         # On the deployment's Spark Connect server when it runs (no JVM start, warm planner);
         # else spark-submit through the provider, as before.
-        if at.build_on_connect_server(version) is not None:
+        if build_on_connect_server(version) is not None:
             return None
         return super().execute(context)
