@@ -22,10 +22,9 @@ from test_scd_properties import (
     cluster_history,
 )
 
-from spark_jobs import incarnations as inc
-from topic_lineage import reference
 from topic_lineage import tables as t
-from topic_lineage.scd import groups
+from topic_lineage.scd import groups, reference
+from topic_lineage.scd import incarnations as inc
 from topic_lineage.scd.group_reference import derive_groups
 from topic_lineage.snapshot import GroupObservation, GroupOffset
 
@@ -138,9 +137,9 @@ def test_incremental_builds_write_the_reference_group_tables(spark, tmp_path_fac
     random batches, an incremental build after each (late snapshots recompute their cluster,
     the others keep the base's group rows), and the last version's group_offsets and
     group_incarnations equal the reference over everything stored."""
-    from spark_jobs.build import build_version
     from topic_lineage import store
     from topic_lineage import warehouse as wh
+    from topic_lineage.scd.build import build_version
 
     mp = pytest.MonkeyPatch()
     mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental-groups")))
