@@ -48,7 +48,7 @@ def store_frame(spark, snapshots, source="import:jsonl"):
 
 def derive(spark, snapshots, policy=None):
     """The three tables derived from scratch (full refresh) from snapshots."""
-    from spark_jobs import incarnations as inc
+    from topic_lineage.scd import incarnations as inc
 
     rows = store_frame(spark, snapshots)
     derived = inc.derive(rows, inc.snapshot_runs_input(rows), None, policy or inc.HoldPolicy())
@@ -87,7 +87,7 @@ def expected_frame(spark, rows, ddl=t.TOPIC_INCARNATIONS_DDL):
         if rows else spark.createDataFrame([], ddl)
 
 
-# --- comparing the Spark build with the plain-Python reference (topic_lineage.reference) ------
+# --- comparing the Spark build with the plain-Python reference (topic_lineage.scd.reference) ------
 _COMPARED = [c for c in t.ddl_columns(t.TOPIC_INCARNATIONS_DDL) if c not in ("incarnation_key", "topic_uuid")]
 _RUN_COLUMNS = ["cluster_id", "cluster_alias", "captured_at", "complete", "topic_count",
                 "error_topic_count", "held"]
@@ -120,8 +120,8 @@ def run_rows(rows) -> list:
 
 
 def reference_tables(snapshots, policy=None):
-    """(runs, incarnation groups) of topic_lineage.reference for snapshots."""
-    from topic_lineage import reference
+    """(runs, incarnation groups) of topic_lineage.scd.reference for snapshots."""
+    from topic_lineage.scd import reference
 
     kwargs = {} if policy is None else {"ratio": policy.ratio, "min_count": policy.min_count}
     runs, incarnations = reference.derive(snapshots, **kwargs)

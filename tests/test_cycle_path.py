@@ -16,7 +16,6 @@ import shutil
 import pytest
 from scd_support import snap, tid, topic
 
-from spark_jobs.build import build_version
 from topic_lineage import cli, pipeline, store
 from topic_lineage import spark as tl_spark
 from topic_lineage import tables as t
@@ -24,6 +23,7 @@ from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.quality import gate
 from topic_lineage.quality.suites import SNAPSHOT_IDS_NOT_SHARED
+from topic_lineage.scd.build import build_version
 
 X, Y, Z = tid(1), tid(2), tid(3)
 

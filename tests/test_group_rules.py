@@ -10,8 +10,8 @@ import itertools
 import group_support as ex
 from scd_support import CLUSTER, at, key_for_id, key_for_name, snap, topic
 
-from topic_lineage.reference import derive
 from topic_lineage.scd.group_reference import derive_groups
+from topic_lineage.scd.reference import derive
 
 
 def lineage(history):

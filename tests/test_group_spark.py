@@ -22,10 +22,9 @@ from test_scd_properties import (
     cluster_history,
 )
 
-from spark_jobs import incarnations as inc
-from topic_lineage import reference
 from topic_lineage import tables as t
-from topic_lineage.scd import groups
+from topic_lineage.scd import groups, reference
+from topic_lineage.scd import incarnations as inc
 from topic_lineage.scd.group_reference import derive_groups
 from topic_lineage.snapshot import GroupObservation, GroupOffset
 

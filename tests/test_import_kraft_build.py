@@ -32,8 +32,8 @@ def _utc(value):
 
 
 def test_metadata_log_builds_exact_incarnations_and_passes_the_gate(spark, tl_home, tmp_path):
-    from spark_jobs.build import build_version
     from topic_lineage.quality.gate import validate_version
+    from topic_lineage.scd.build import build_version
 
     (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_log(history()))
     import_files("kraft-log", [tmp_path], cluster_id=CLUSTER, cluster_alias="prod")
@@ -69,7 +69,7 @@ def test_mass_deletion_in_the_log_is_not_held(spark, tl_home, tmp_path):
     ]
     (tmp_path / kb.segment_name(0)).write_bytes(kb.encode_log(batches))
     import_files("kraft-log", [tmp_path], cluster_id=CLUSTER)
-    from spark_jobs.build import build_version
+    from topic_lineage.scd.build import build_version
 
     info = build_version(spark, "v-mass", full_refresh=True)
     rows = _incarnations(spark, info.version)

@@ -1,4 +1,4 @@
-"""Histories where the Spark build and the reference (topic_lineage.reference) once disagreed,
+"""Histories where the Spark build and the reference (topic_lineage.scd.reference) once disagreed,
 or that pin a decision the contract leaves to us; each with its exact expected outcome.
 
 Every failure the property tests (tests/test_scd_properties.py) found is kept here as an
@@ -21,7 +21,7 @@ from scd_support import (
     version,
 )
 
-from spark_jobs.incarnations import HoldPolicy
+from topic_lineage.scd.incarnations import HoldPolicy
 
 pytestmark = pytest.mark.spark
 

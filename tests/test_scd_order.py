@@ -15,10 +15,10 @@ from gate_support import pass_gate
 from pyspark.testing import assertDataFrameEqual
 from scd_support import snap, tid, topic
 
-from spark_jobs.build import build_version
 from topic_lineage import store
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
+from topic_lineage.scd.build import build_version
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

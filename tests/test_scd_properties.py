@@ -1,6 +1,6 @@
 """Property tests: the Spark build equals the executable specification on random histories.
 
-The specification is :mod:`topic_lineage.reference`, a sequential fold of R1-R6. Hypothesis
+The specification is :mod:`topic_lineage.scd.reference`, a sequential fold of R1-R6. Hypothesis
 draws several independent cluster histories per example (one Spark build covers all of them,
 so one example checks many histories for the cost of one build): late, duplicated and
 out-of-order snapshots, incomplete snapshots, describe errors, broken near-empty listings (held)
@@ -9,7 +9,7 @@ reappearing IDs and shared IDs. Rows must be equal, ``incarnation_key`` compared
 
 Example counts come from the Hypothesis profile: ``TOPIC_LINEAGE_HYPOTHESIS=fast`` (the
 development tier, ``bash scripts/test.sh --fast``), ``ci`` (the default), or ``thorough`` (40
-full-refresh and 13 incremental examples, for a change to spark_jobs/incarnations.py; several
+full-refresh and 13 incremental examples, for a change to topic_lineage/scd/incarnations.py; several
 minutes):
 
     TOPIC_LINEAGE_HYPOTHESIS=thorough .venv/bin/python -m pytest -q tests/test_scd_properties.py
@@ -36,8 +36,8 @@ from scd_support import (
     topic,
 )
 
-from spark_jobs import incarnations as inc
 from topic_lineage import tables as t
+from topic_lineage.scd import incarnations as inc
 
 pytestmark = [pytest.mark.spark, pytest.mark.property]
 
@@ -158,9 +158,9 @@ def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingeste
 def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order):
     """Store ``ingested`` in ``batches`` random batches in a new home, an incremental build (and
     a publish) after each; yields ``read(table) -> rows`` of the last version."""
-    from spark_jobs.build import build_version
     from topic_lineage import store
     from topic_lineage import warehouse as wh
+    from topic_lineage.scd.build import build_version
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental")))

@@ -18,11 +18,11 @@ from gate_support import pass_gate, write_version
 from published_tables import at, incarnation, snapshot_run
 from scd_support import snap, tid, topic
 
-from spark_jobs import build as build_job
-from spark_jobs.build import build_version
 from topic_lineage import pipeline, store
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
+from topic_lineage.scd import build as build_job
+from topic_lineage.scd.build import build_version
 
 pytestmark = pytest.mark.spark
 

@@ -1,6 +1,6 @@
 """Each SCD rule (contract R1-R6) as a small explicit input and the exact expected rows.
 
-The transforms under test are spark_jobs.incarnations (pure DataFrame -> DataFrame); inputs are
+The transforms under test are topic_lineage.scd.incarnations (pure DataFrame -> DataFrame); inputs are
 store-shaped rows built from Snapshot objects, exactly what the build reads from the store.
 """
 
@@ -22,8 +22,8 @@ from scd_support import (
     version,
 )
 
-from spark_jobs.incarnations import HoldPolicy
 from topic_lineage import tables as t
+from topic_lineage.scd.incarnations import HoldPolicy
 
 pytestmark = pytest.mark.spark
 

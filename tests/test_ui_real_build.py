@@ -1,7 +1,7 @@
 """The page reads what the real Spark build publishes (not only the hand-written fixtures).
 
 Three snapshots (orders created, deleted, re-created with a new ID) go through the snapshot
-store and `spark_jobs.build`, are published, and the UI's API must show the two incarnations.
+store and `topic_lineage.scd.build`, are published, and the UI's API must show the two incarnations.
 The real quality gate then writes its report and Great Expectations Data Docs, which the app
 serves over http (uvicorn) to Debian's headless Chromium with the network cut off (every host
 but 127.0.0.1 unresolvable, a proxy that goes nowhere): the pages must show their content
@@ -43,7 +43,7 @@ def orders(topic_id: str, partitions: int) -> dict:
 
 
 def test_timeline_of_a_spark_built_version(spark, tl_home, tmp_path):
-    from spark_jobs.build import build_version
+    from topic_lineage.scd.build import build_version
     from topic_lineage.ui.app import create_app
 
     lines = [
@@ -113,9 +113,9 @@ def offline_chromium(tmp_path):
 @pytest.mark.skipif(not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM),
                     reason="Debian's chromium is not installed (scripts/test.sh installs it)")
 def test_real_data_docs_render_offline_in_chromium(spark, tl_home, tmp_path):
-    from spark_jobs.build import build_version
     from topic_lineage.quality import context as qc
     from topic_lineage.quality.gate import validate_version
+    from topic_lineage.scd.build import build_version
     from topic_lineage.ui.app import create_app
 
     source = tmp_path / "snapshots.jsonl"

@@ -36,7 +36,7 @@ def hold_thresholds(ratio: float | None = None, min_count: int | None = None) ->
     """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN`` (0.5, 5).
 
     Read here, without pyspark, so that the no-op decision of an Airflow run imports no Spark;
-    the build (``spark_jobs.build.hold_policy``) reads them through this function too.
+    the build (``topic_lineage.scd.build.hold_policy``) reads them through this function too.
     """
     import os
 

@@ -33,7 +33,7 @@ class ValidationFailed(TopicLineageError):
 @dataclass
 class BuildResult:
     version: str
-    info: Any  # spark_jobs.build.VersionInfo
+    info: Any  # topic_lineage.scd.build.VersionInfo
     gate: Any  # topic_lineage.quality.gate.GateResult, or None when not validated
     outcome: wh.PublishOutcome | None  # None when not asked to publish
 
@@ -105,7 +105,7 @@ def run_build(
     gate passed is published). ``gate_options``: keyword arguments of
     :func:`topic_lineage.quality.gate.validate_version` (``max_age``, ``max_error_share``).
     """
-    from spark_jobs.build import build_version
+    from topic_lineage.scd.build import build_version
 
     if publish and not validate:
         raise wh.PublishRefused(

@@ -1,13 +1,13 @@
-"""Build time of several versions of ``spark_jobs/incarnations.py``, measured in one run.
+"""Build time of several versions of ``topic_lineage/scd/incarnations.py``, measured in one run.
 
     .venv/bin/python -m tests.benchmarks.bench_variants REF [REF ...] [--topics N] [--rounds N]
         [--repeat N] [--seed N] [--keep DIR]
 
-Each REF is a git ref (``8c2ea2b``, ``main``, ``HEAD``) whose ``spark_jobs/incarnations.py`` is
-taken with ``git show``, or ``WORKTREE`` for the file in the working tree. Every variant runs the
-working tree's ``spark_jobs/build.py`` (in its own process, as in production) with its own
-``incarnations.py`` in a temporary ``spark_jobs`` package put first on ``PYTHONPATH``; everything
-else (``topic_lineage``) is the working tree's.
+Each REF is a git ref (``8c2ea2b``, ``main``, ``HEAD``) whose ``topic_lineage/scd/incarnations.py``
+(``spark_jobs/incarnations.py`` before it moved) is taken with ``git show``, or ``WORKTREE`` for the
+file in the working tree. Every variant runs the working tree's ``spark_jobs/build.py`` (in its
+own process, as in production) over a temporary copy of the working tree's ``topic_lineage``
+package, put first on ``PYTHONPATH``, whose ``scd/incarnations.py`` is REF's.
 
 One seeded history (tests/benchmarks/datagen.py: ``--topics`` live topics over 3 clusters,
 ``--rounds`` rounds) is generated once and copied into one home per variant, so every variant
@@ -48,22 +48,29 @@ WORKTREE = "WORKTREE"
 TABLES = ("snapshot_runs", "topic_incarnations", "_state")
 
 
+SOURCE = "topic_lineage/scd/incarnations.py"
+OLD_SOURCE = "spark_jobs/incarnations.py"  # where it lived before issue #25
+
+
 def _source(ref: str) -> str:
     if ref == WORKTREE:
-        return (ROOT / "spark_jobs" / "incarnations.py").read_text()
-    return subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:spark_jobs/incarnations.py"],
-                          check=True, capture_output=True, text=True).stdout
+        return (ROOT / SOURCE).read_text()
+    for path in (SOURCE, OLD_SOURCE):
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"],
+                               check=False, capture_output=True, text=True)
+        if shown.returncode == 0:
+            return shown.stdout
+    raise SystemExit(f"{ref} has neither {SOURCE} nor {OLD_SOURCE}")
 
 
 def _package(work: Path, index: int, ref: str) -> Path:
-    """A directory holding a ``spark_jobs`` package: the working tree's build.py, REF's
-    incarnations.py."""
+    """A directory holding the working tree's ``spark_jobs`` and ``topic_lineage`` packages,
+    with REF's ``scd/incarnations.py``."""
     root = work / f"variant-{index}"
-    package = root / "spark_jobs"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    shutil.copy(ROOT / "spark_jobs" / "build.py", package / "build.py")
-    (package / "incarnations.py").write_text(_source(ref))
+    for package in ("spark_jobs", "topic_lineage"):
+        shutil.copytree(ROOT / package, root / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (root / SOURCE).write_text(_source(ref))
     return root
 
 

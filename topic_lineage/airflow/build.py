@@ -100,7 +100,7 @@ def build_on_connect_server(version: str) -> dict[str, Any] | None:
     url = spark_server.remote_url()
     if url is None:
         return None
-    from spark_jobs.build import build_version, hold_policy
+    from topic_lineage.scd.build import build_version, hold_policy
 
     log.info("building version %s on the Spark Connect server %s", version, url)
     spark = spark_server.connect(url)

@@ -81,9 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from spark_jobs.build import hold_policy
     from topic_lineage.commands.quality_cmds import gate_options
     from topic_lineage.pipeline import run_build
+    from topic_lineage.scd.build import hold_policy
     from topic_lineage.spark import pipeline_session
 
     if args.no_validate and not args.no_publish:  # before Spark starts

@@ -2,7 +2,7 @@
 
 A sequential fold over each cluster's snapshots in ``captured_at`` order, no Spark. It exists to
 be read (this is what the rules mean, one snapshot at a time) and to be compared with
-:mod:`spark_jobs.incarnations`, which computes the same rows with set operations; the property
+:mod:`topic_lineage.scd.incarnations`, which computes the same rows with set operations; the property
 tests (``tests/test_scd_properties.py``) check that both agree row for row on random histories.
 It is far too slow for real data: use it on test-sized histories only.
 

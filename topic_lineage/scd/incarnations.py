@@ -2,10 +2,10 @@
 
 Input is the snapshot store's rows (schema ``tables.SNAPSHOT_STORE_DDL``: one row per topic per
 snapshot; an empty snapshot is one marker row with ``topic_name`` NULL). Output are the three
-contract tables. :mod:`spark_jobs.build` does the reading and writing.
+contract tables. :mod:`topic_lineage.scd.build` does the reading and writing.
 
 The rules (contract R1-R6) as this module applies them, per cluster, in ``captured_at`` order.
-Their executable specification is :mod:`topic_lineage.reference` (a plain-Python fold); the
+Their executable specification is :mod:`topic_lineage.scd.reference` (a plain-Python fold); the
 property tests check that this module equals it row for row.
 
 1. **Identity.** An observation with a topic ID belongs to the incarnation of that ID. An ID-less

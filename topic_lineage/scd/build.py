@@ -1,0 +1,370 @@
+"""The build's I/O edge: read the snapshot store, run the transforms, write a new version.
+
+:func:`build_version` is called by :func:`topic_lineage.pipeline.run_build` (the CLI), by the
+Airflow ``build`` task on a Spark Connect server, and by ``spark_jobs/build.py``, the thin
+``spark-submit`` entry (the Airflow ``build`` task otherwise).
+
+Incremental by default, against the published version (the *base*):
+
+- snapshot files not in the base are the new input; the base's ``_state`` (each identity's and
+  name's last observation) seeds the derivation, so the work is proportional to the live
+  incarnations plus the new snapshots, not to the history;
+- a *late* snapshot (not newer than the newest its cluster had in the base) makes that whole
+  cluster be recomputed from the store; other clusters stay incremental;
+- a snapshot file missing from the store (quarantined), other hold thresholds, or no usable base
+  make it a full refresh. ``topic_snapshots`` files of the base are shared by hard links.
+
+Either way the rows equal those of ``--full-refresh`` (R5); tests assert it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from topic_lineage import noop
+from topic_lineage import tables as t
+from topic_lineage import warehouse as wh
+from topic_lineage.faults import fault_point
+from topic_lineage.fsutil import files_bytes
+from topic_lineage.scd import groups
+from topic_lineage.scd import incarnations as inc
+from topic_lineage.spark import SMALL_INPUT_CONF, sized_for
+
+log = logging.getLogger("topic_lineage.build")
+
+HOLD_RATIO_ENV = noop.HOLD_RATIO_ENV
+HOLD_MIN_ENV = noop.HOLD_MIN_ENV
+
+
+def hold_policy(ratio: float | None = None, min_count: int | None = None) -> inc.HoldPolicy:
+    """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN``."""
+    ratio, min_count = noop.hold_thresholds(ratio, min_count)
+    return inc.HoldPolicy(ratio=ratio, min_count=min_count)
+
+
+@dataclass
+class VersionInfo:
+    version: str
+    mode: str  # "full" or "incremental"
+    base_version: str | None
+    snapshot_count: int
+    new_snapshots: int
+    recomputed_clusters: list[str] = field(default_factory=list)
+    row_counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in self.row_counts.items())
+        return (
+            f"version {self.version}: {self.mode} build over {self.snapshot_count} snapshot(s) "
+            f"({self.new_snapshots} new) in {self.seconds:.1f}s; {counts}"
+        )
+
+
+# --- the store as files ------------------------------------------------------------------------
+def _stored_files() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """Relative path -> size of every stored snapshot file, and the listing it came from (for
+    the no-op fingerprint, topic_lineage.noop)."""
+    from topic_lineage import store
+
+    listing = store.snapshot_listing()
+    return {path: size for path, (size, _) in listing.items()}, listing
+
+
+def _file_key(relative: str) -> tuple[str, str]:
+    """(cluster_id, compact captured_at) of a store path (layout of topic_lineage.store)."""
+    parts = Path(relative).parts
+    return t.cluster_from_partition(parts[0]), Path(parts[-1]).stem
+
+
+def _read_store(spark, relatives: list[str]):
+    root = t.snapshots_dir()
+    if not relatives:
+        return inc.empty_frame(spark, t.SNAPSHOT_STORE_DDL)
+    return (
+        spark.read.schema(t.SNAPSHOT_STORE_DDL)
+        .option("recursiveFileLookup", "true")  # cluster=/date= are not columns
+        .parquet(*[str(root / r) for r in relatives])
+    )
+
+
+def _read_table(spark, version: str, table: str, ddl: str):
+    return spark.read.schema(ddl).parquet(str(wh.version_path(version, table)))
+
+
+def _write(df, path: Path, files: int | None = None) -> None:
+    if files is not None:
+        df = df.coalesce(files)
+    # "error" is "errorifexists" by its other name, the only one Spark Connect accepts
+    df.write.mode("error").option("compression", "zstd").parquet(str(path))
+
+
+def _link_files(source: Path, target: Path) -> int:
+    """Share a base table's immutable files with a new version (hard links, copy as fallback)."""
+    target.mkdir(parents=True, exist_ok=True)
+    linked = 0
+    for path in sorted(source.glob("*.parquet")):
+        try:
+            os.link(path, target / path.name)
+        except OSError:
+            import shutil
+
+            shutil.copy2(path, target / path.name)
+        linked += 1
+    return linked
+
+
+def _usable_base(base: str | None, policy: inc.HoldPolicy) -> tuple[dict | None, str]:
+    if base is None:
+        return None, "nothing published yet"
+    try:
+        manifest = wh.read_manifest(base)
+    except wh.WarehouseError as exc:
+        return None, str(exc)
+    if manifest.get("hold_policy") != {"ratio": policy.ratio, "min_count": policy.min_count}:
+        return None, "hold thresholds differ from the base version's"
+    if not all(wh.version_path(base, x).is_dir() for x in (*t.TABLES, wh.STATE_TABLE)):
+        return None, "base version lacks a table"
+    return manifest, ""
+
+
+# --- the build ---------------------------------------------------------------------------------
+def build_version(
+    spark,
+    version_id: str | None = None,
+    full_refresh: bool = False,
+    *,
+    policy: inc.HoldPolicy | None = None,
+    base_version: str | None = None,
+) -> VersionInfo:
+    """Build a new, unpublished version of the tables; return what was built.
+
+    ``base_version`` defaults to the published version. Holds the build lock throughout, and
+    pins the base as a reader (retention cannot remove it while it is read).
+    """
+    with wh.build_lock(), wh.reading(base_version) as base:
+        return _build(spark, version_id or wh.new_version_id(), full_refresh, policy or hold_policy(),
+                      base)
+
+
+def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base: str | None) -> VersionInfo:
+    started = time.monotonic()
+    out = wh.version_dir(version)
+    if out.exists():
+        raise wh.WarehouseError(f"version {version!r} already exists at {out}; pick another id")
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+    files, listing = _stored_files()
+    manifest, why_full = (None, "--full-refresh") if full_refresh else _usable_base(base, policy)
+    group_files = _stored_group_files(files)
+    if manifest is not None:
+        included = manifest.get("snapshot_files", {})
+        removed = [r for r, size in included.items() if files.get(r) != size]
+        removed_groups = [r for r, size in manifest.get("group_files", {}).items()
+                          if group_files.get(r) != size]
+        if removed:
+            manifest, why_full = None, f"{len(removed)} snapshot file(s) left the store"
+        elif removed_groups:
+            manifest, why_full = None, f"{len(removed_groups)} consumer-group file(s) changed"
+    new_files = sorted(set(files) - set(manifest["snapshot_files"])) if manifest else sorted(files)
+
+    out.mkdir(parents=True)
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    wh.write_manifest(version, {
+        "version": version, "status": wh.BUILDING, "created_at": now,
+        "base_version": manifest and base, "history": [{"status": wh.BUILDING, "at": now}],
+    })
+
+    if manifest is None:
+        recomputed = sorted({_file_key(r)[0] for r in files})
+        input_bytes = sum(files.values())
+    else:
+        newest = manifest.get("cluster_newest", {})
+        late = {c for c, stamp in map(_file_key, new_files) if c in newest and stamp <= newest[c]}
+        touched = {_file_key(r)[0] for r in new_files}
+        incremental = touched - late
+        recomputed = sorted(late)
+        read_files = [r for r in new_files if _file_key(r)[0] in incremental] + [
+            r for r in sorted(files) if _file_key(r)[0] in late
+        ]
+        input_bytes = sum(files[r] for r in {*read_files, *new_files}) + files_bytes(
+            *(wh.version_path(base, x) for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, wh.STATE_TABLE))
+        )
+    # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
+    with sized_for(spark, input_bytes) as small_input:
+        if manifest is None:
+            log.info("full build of %s: %s", version, why_full)
+            store_rows = _read_store(spark, sorted(files))
+            derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy,
+                                   checkpoint=small_input)
+            runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
+            _write(inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
+            mode = "full"
+        else:
+            log.info("incremental build of %s on %s: %d new file(s), late clusters: %s",
+                     version, base, len(new_files), recomputed or "none")
+            store_rows = _read_store(spark, read_files)
+            base_runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL)
+            base_state = _read_table(spark, base, wh.STATE_TABLE, inc.STATE_DDL)
+            base_inc = _read_table(spark, base, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL)
+            cluster = F.col(t.CLUSTER_ID)
+            in_incremental = cluster.isin(sorted(incremental)) if incremental else F.lit(False)
+            in_late = cluster.isin(sorted(late)) if late else F.lit(False)
+            # Runs: the base's runs of incremental clusters keep their hold decision; new runs and
+            # every run of a recomputed cluster get one now.
+            new_runs = inc.snapshot_runs_input(store_rows)
+            old_runs = base_runs.filter(in_incremental).withColumn(t.AUTHORITATIVE, F.lit(None).cast("boolean"))
+            all_runs = old_runs.select(*t.ddl_columns(inc.RUNS_IN_DDL)).unionByName(new_runs)
+            derived = inc.derive(store_rows, all_runs, base_state.filter(in_incremental), policy,
+                                   checkpoint=small_input)
+            runs = base_runs.filter(~(in_incremental | in_late)).unionByName(derived.snapshot_runs)
+            incarnations = inc.merge_incarnations(base_inc.filter(~in_late), derived.topic_incarnations)
+            state = base_state.filter(~(in_incremental | in_late)).unionByName(derived.state)
+            _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
+            new_obs = inc.topic_snapshots(_read_store(spark, new_files))
+            if new_files:
+                _write(new_obs, out / ".new_topic_snapshots", files=1 if len(new_files) < 50 else None)
+                for part in (out / ".new_topic_snapshots").glob("*.parquet"):
+                    os.replace(part, out / t.TOPIC_SNAPSHOTS / part.name)
+                import shutil
+
+                shutil.rmtree(out / ".new_topic_snapshots")
+            mode = "incremental"
+
+        try:
+            _write(runs, out / t.SNAPSHOT_RUNS, files=1)
+            fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
+            _write(incarnations, out / t.TOPIC_INCARNATIONS, files=_files_for(incarnations, mode))
+            _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
+        finally:
+            derived.unpersist()
+        _write_group_tables(
+            spark, out, group_files,
+            recompute=None if manifest is None else incremental | late,
+            base=None if manifest is None else base,
+        )
+
+        counts = {table: _row_count(out / table) for table in t.TABLES}
+        newest = {
+            row[t.CLUSTER_ID]: row["newest"]
+            for row in spark.read.parquet(str(out / t.SNAPSHOT_RUNS))
+            .groupBy(t.CLUSTER_ID)
+            .agg(F.max(t.CAPTURED_AT).alias("newest"))
+            .collect()
+        }
+    from topic_lineage.snapshot import compact_timestamp
+
+    info = VersionInfo(
+        version=version, mode=mode, base_version=manifest and base, snapshot_count=len(files),
+        new_snapshots=len(new_files), recomputed_clusters=recomputed, row_counts=counts,
+        seconds=round(time.monotonic() - started, 3),
+    )
+    wh.set_status(
+        version, wh.BUILT,
+        mode=mode, snapshot_files=files, snapshot_count=len(files), new_snapshots=len(new_files),
+        recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
+        input_bytes=input_bytes, spark_settings=SMALL_INPUT_CONF if small_input else "session",
+        hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
+        group_files=group_files,
+        cluster_newest={c: compact_timestamp(_as_utc(ts)) for c, ts in newest.items()},
+        # What the build read, for no-op runs (topic_lineage/noop.py).
+        store_fingerprint=noop.fingerprint(listing, policy.ratio, policy.min_count),
+    )
+    log.info("%s", info)
+    return info
+
+
+# --- consumer lineage (contract R8-R10) -----------------------------------------------------
+def _stored_group_files(files: dict[str, int]) -> dict[str, int]:
+    """Relative path -> size of the stored consumer-group file of each stored snapshot that has
+    one (a group file without its snapshot file is debris of a crashed store: never read)."""
+    root = t.group_snapshots_dir()
+    found = {}
+    for relative in files:
+        path = root / relative
+        if path.is_file():
+            found[relative] = path.stat().st_size
+    return found
+
+
+def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
+                        recompute: set[str] | None, base: str | None) -> None:
+    """Write ``group_offsets`` and ``group_incarnations`` of the version in ``out``.
+
+    Attribution (R8) reads the version's *final* ``topic_incarnations`` (already written), so a
+    cluster whose incarnations were derived again here gets its group rows derived again from
+    all its stored group files; ``recompute=None`` (a full build) means every cluster. The rows
+    of the other clusters are the base version's, unchanged (their incarnations are). Either
+    way the rows are those of a full refresh (R5); tests assert it.
+    """
+    clusters = None if recompute is None else set(recompute)
+    read = [r for r in sorted(group_files) if clusters is None or _file_key(r)[0] in clusters]
+    if base is not None and not read:
+        # nothing to derive again: the base's group rows are this version's
+        for table in t.GROUP_TABLES:
+            _link_files(wh.version_path(base, table), out / table)
+        return
+    if not group_files:
+        # no stored group observation at all: both tables empty, without a Spark job
+        for table in t.GROUP_TABLES:
+            _write_empty(out / table, t.TABLE_DDL[table])
+        return
+
+    root = t.group_snapshots_dir()
+    cluster = F.col(t.CLUSTER_ID)
+    in_scope = F.lit(True) if clusters is None else cluster.isin(sorted(clusters))
+    group_rows = (
+        spark.read.schema(t.GROUP_STORE_DDL).parquet(*[str(root / r) for r in read])
+        if read else inc.empty_frame(spark, t.GROUP_STORE_DDL)
+    )
+    snapshots = _read_table_files(spark, out / t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL).where(in_scope)
+    incarnations = _read_table_files(spark, out / t.TOPIC_INCARNATIONS,
+                                     t.TOPIC_INCARNATIONS_DDL).where(in_scope)
+    offsets = groups.group_offsets(group_rows, snapshots, incarnations)
+    if base is not None:
+        kept = _read_table(spark, base, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(~in_scope)
+        offsets = kept.unionByName(offsets)
+    _write(offsets, out / t.GROUP_OFFSETS)
+    # group_incarnations from the offsets just written (not derived a second time)
+    written = _read_table_files(spark, out / t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(in_scope)
+    per_incarnation = groups.group_incarnations(written, incarnations)
+    if base is not None:
+        kept = _read_table(spark, base, t.GROUP_INCARNATIONS, t.GROUP_INCARNATIONS_DDL).where(~in_scope)
+        per_incarnation = kept.unionByName(per_incarnation)
+    _write(per_incarnation, out / t.GROUP_INCARNATIONS)
+
+
+def _read_table_files(spark, path: Path, ddl: str):
+    return spark.read.schema(ddl).parquet(str(path))
+
+
+def _write_empty(path: Path, ddl: str) -> None:
+    """A table with no rows: one Parquet file with the DDL's schema, as Spark would read it."""
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True)
+    schema = t.arrow_schema_of(ddl)
+    pq.write_table(schema.empty_table(), path / "part-00000-empty.zstd.parquet", compression="zstd")
+
+
+def _row_count(path: Path) -> int:
+    """Rows of a written table, from its Parquet footers (no Spark job)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(path.glob("*.parquet")))
+
+
+def _as_utc(value: datetime) -> datetime:
+    # collect() returns naive datetimes in the driver's local zone.
+    return value.astimezone(UTC) if value.tzinfo else value.astimezone().astimezone(UTC)
+
+
+def _files_for(df, mode: str) -> int | None:
+    return 1 if mode == "incremental" else None
