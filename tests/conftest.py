@@ -64,7 +64,7 @@ def _fresh_spark_context_per_module():
 @pytest.fixture(scope="session")
 def broker_session():
     """A real tansu broker (Kafka protocol, in-memory storage) on a free loopback port."""
-    from topic_lineage.local_broker import LocalBroker
+    from topic_lineage.local.broker import LocalBroker
 
     with LocalBroker() as broker:
         yield broker

@@ -123,7 +123,7 @@ def deployment(broker_session):
     finally:
         stopped = cli(env, "airflow", "stop")
         assert "postgres" in stopped, stopped
-        from topic_lineage import local_postgres
+        from topic_lineage.local import postgres as local_postgres
 
         assert not local_postgres.running(home / "airflow" / "postgres")
         if saved is None:
@@ -161,7 +161,7 @@ def test_a_login_is_required_and_the_password_is_private(deployment):
 
 @pytest.fixture
 def browser(tmp_path):
-    from topic_lineage.local_broker import free_port
+    from topic_lineage.local.broker import free_port
 
     port = free_port()
     args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

@@ -13,7 +13,7 @@ from topic_lineage import store
 from topic_lineage import topic_id as tid
 from topic_lineage.capture import CaptureError, ClusterUnavailableError, capture_snapshot
 from topic_lineage.kafka_config import KafkaConfigError
-from topic_lineage.local_broker import LocalBroker, free_port
+from topic_lineage.local.broker import LocalBroker, free_port
 
 # librdkafka's own (client-side) errors: negative codes, names with a leading "_"
 LOCAL_ERROR_NAMES = {
@@ -235,7 +235,7 @@ def test_local_broker_stops_and_frees_its_port():
 def test_missing_broker_binary_is_a_clear_error(monkeypatch):
     import importlib.util
 
-    from topic_lineage.local_broker import LocalBrokerError
+    from topic_lineage.local.broker import LocalBrokerError
 
     monkeypatch.setenv("CALF_TANSU_BIN", "/nonexistent/tansu")
     with pytest.raises(LocalBrokerError, match="/nonexistent/tansu"):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from topic_lineage.local_broker import free_port
+from topic_lineage.local.broker import free_port
 
 SCRIPT = Path(sys.executable).with_name("topic-lineage")
 GOOD = {

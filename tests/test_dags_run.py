@@ -117,8 +117,9 @@ def asset_events(uri: str) -> list[dict]:
 
 def test_snapshot_dag_captures_each_cluster_and_isolates_a_down_one(broker, airflow_env, tl_home):
     """Two clusters: the live one is stored with its asset event; the down one fails alone."""
-    from topic_lineage import local_broker, store
+    from topic_lineage import store
     from topic_lineage import tables as t
+    from topic_lineage.local import broker as local_broker
 
     broker.create_topics(["orders", ("payments", 3)])
     airflow_env({"live": broker.bootstrap_servers, "down": f"127.0.0.1:{local_broker.free_port()}"})

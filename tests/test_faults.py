@@ -178,7 +178,7 @@ def seed_store(home: Path, tmp_path: Path, rounds: int = 3) -> None:
 # --- capture faults ---------------------------------------------------------------------------------
 @pytest.fixture
 def big_broker():
-    from topic_lineage.local_broker import LocalBroker
+    from topic_lineage.local.broker import LocalBroker
 
     with LocalBroker() as broker:
         broker.create_topics([f"load.{i:05d}" for i in range(1500)])

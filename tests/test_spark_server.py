@@ -1,4 +1,4 @@
-"""The deployment's long-lived Spark Connect server (topic_lineage/spark_server.py): started and
+"""The deployment's long-lived Spark Connect server (topic_lineage/local/spark_server.py): started and
 stopped per home, used by `topic-lineage query` (which then needs no JVM of its own)."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 from gate_support import build_and_publish
 from scd_support import snap, tid, topic
 
-from topic_lineage import spark_server, store
+from topic_lineage import store
 from topic_lineage import warehouse as wh
 from topic_lineage.fsutil import pid_alive
-from topic_lineage.local_broker import free_port
+from topic_lineage.local import spark_server
+from topic_lineage.local.broker import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -63,23 +63,6 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     return spark
 
 
-def pipeline_session(app_name: str, master: str | None = None):
-    """The session a build or a validation runs on: the deployment's Spark Connect server when
-    one answers (:func:`topic_lineage.spark_server.remote_url`) and no ``master`` was asked for,
-    so the step starts no JVM and plans on a warm one; else :func:`get_spark` as before.
-
-    Returns ``(spark, remote_url_or_None)``. ``spark.stop()`` on a Connect session only releases
-    it on the server; the server keeps running.
-    """
-    if master is None:
-        from topic_lineage import spark_server
-
-        url = spark_server.remote_url()
-        if url:
-            return spark_server.connect(url), url
-    return get_spark(app_name, master=master), None
-
-
 # A build or gate over little data spends its time on Spark's per-stage and per-job overhead,
 # not on the data: adaptive query execution re-plans at every shuffle (77 jobs instead of 20 for
 # one incremental build) and every shuffle has as many tasks as partitions. Measured on one

@@ -48,7 +48,7 @@ def main() -> int:
     from airflow.dag_processing.dagbag import DagBag
 
     from topic_lineage import store, warehouse
-    from topic_lineage.local_broker import LocalBroker
+    from topic_lineage.local.broker import LocalBroker
 
     settings.configure_orm()
     with LocalBroker() as broker:

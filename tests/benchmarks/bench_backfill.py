@@ -62,7 +62,7 @@ UI_DIALOG_MAX_ACTIVE_RUNS = 1
 @dataclass
 class Deployment:
     api: Api
-    broker: object  # topic_lineage.local_broker.LocalBroker
+    broker: object  # topic_lineage.local.broker.LocalBroker
     setup_start_s: float  # `airflow setup` + `start --detach`, until Airflow answers
 
 
@@ -72,7 +72,7 @@ def local_deployment(env: dict, root: Path, topics: list[str], *setup_args: str)
     (``topic-lineage airflow setup`` with ``setup_args``, ``start --detach``, subprocesses);
     yields a :class:`Deployment` signed in as admin. Everything is stopped and ``root`` removed
     afterwards."""
-    from topic_lineage.local_broker import LocalBroker
+    from topic_lineage.local.broker import LocalBroker
 
     broker = LocalBroker().start()
     started = False

@@ -138,7 +138,7 @@ def median_s(values: list[float]) -> float:
 def measure(size: int, repeat: int, hidden_counts: list[int] = ()) -> dict:
     from topic_lineage import store
     from topic_lineage.capture import capture_snapshot
-    from topic_lineage.local_broker import LocalBroker
+    from topic_lineage.local.broker import LocalBroker
     from topic_lineage.stored_live import stored_live_names
 
     names = [f"bench-{i:06d}" for i in range(size)]
@@ -392,7 +392,7 @@ def group_phases(bootstrap: str, max_in_flight: int) -> dict[str, float]:
 def measure_groups(size: int, groups: int, per_group: int, partitions: int, repeat: int) -> dict:
     from topic_lineage import store
     from topic_lineage.capture import DEFAULT_MAX_IN_FLIGHT, capture_snapshot
-    from topic_lineage.local_broker import LocalBroker
+    from topic_lineage.local.broker import LocalBroker
 
     names = [f"bench-{i:06d}" for i in range(size)]
     offsets_per_group = per_group * partitions

@@ -10,7 +10,7 @@ $TOPIC_LINEAGE_HOME, each step a `topic-lineage` process of its own:
 3. one cycle: a new snapshot of one cluster, then `build` (incremental build, validate, publish);
    the breakdown comes from the version manifest's status times;
 4. queries: `query` with its own local Spark, then through the Spark Connect server
-   (topic_lineage/spark_server.py): its start-up, the first query (registers the tables), and
+   (topic_lineage/local/spark_server.py): its start-up, the first query (registers the tables), and
    the next ones.
 
 Prints a table and the load average (the machine may be shared: compare ratios in one run).
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from tests.benchmarks.datagen import History
-    from topic_lineage import spark_server
+    from topic_lineage.local import spark_server
 
     work = Path(tempfile.mkdtemp(prefix="tl-bench-cycle-"))
     home = work / "home"
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     result["noop_after_cycle_s"], _ = cli(env, "build")
 
     result["query_local_s"], local = cli(env, "query", QUERY, "--engine", "spark")
-    from topic_lineage.local_broker import free_port
+    from topic_lineage.local.broker import free_port
 
     os.environ.setdefault(spark_server.PORT_ENV, str(free_port()))
     env[spark_server.PORT_ENV] = os.environ[spark_server.PORT_ENV]

@@ -250,7 +250,7 @@ def version_size() -> dict:
 
 
 def cli_main(args) -> int:
-    from topic_lineage import spark_server
+    from topic_lineage.local import spark_server
 
     work = Path(tempfile.mkdtemp(prefix="tl-bench-query-cli-"))
     home = Path(args.home) if args.home else work / "home"

@@ -186,8 +186,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from tests.benchmarks.datagen import History
-    from topic_lineage import spark_server, warehouse
-    from topic_lineage.local_broker import free_port
+    from topic_lineage import warehouse
+    from topic_lineage.local import spark_server
+    from topic_lineage.local.broker import free_port
 
     root = private_root("tl-bench-scheduler-")
     home = root / "tl-home"

@@ -91,11 +91,11 @@ def prepare_build(version: str) -> bool:
 
 def build_on_connect_server(version: str) -> dict[str, Any] | None:
     """The ``build`` task's body when the deployment's Spark Connect server runs
-    (:func:`topic_lineage.spark_server.remote_url`): build ``version`` on it from this task
+    (:func:`topic_lineage.local.spark_server.remote_url`): build ``version`` on it from this task
     process (no spark-submit, no JVM of its own); ``None`` when no server answers (the task
     then submits ``spark_jobs/build.py`` as before). Writes only: validate and publish are the
     next tasks."""
-    from topic_lineage import spark_server
+    from topic_lineage.local import spark_server
 
     url = spark_server.remote_url()
     if url is None:

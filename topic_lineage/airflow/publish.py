@@ -112,9 +112,9 @@ def validate_version(version: str) -> dict[str, Any]:
     its return value and log, and the ``health`` task fails on them."""
     from airflow.sdk.exceptions import AirflowFailException
 
+    from topic_lineage.local.spark_server import pipeline_session
     from topic_lineage.quality import context as qc
     from topic_lineage.quality.gate import validate_version as gate
-    from topic_lineage.spark import pipeline_session
     from topic_lineage.ui import data_docs_url
 
     with _quiet_loggers():

@@ -30,10 +30,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from topic_lineage import airflow as at
-from topic_lineage import local_postgres as pg
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import pid_alive
+from topic_lineage.local import postgres as pg
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
 STATE_FILE = "topic-lineage-airflow.json"
@@ -421,7 +421,7 @@ def _stop_components(timeout_s: float) -> list[str]:
         except (ProcessLookupError, PermissionError):
             pass
     _pids_path().unlink(missing_ok=True)
-    from topic_lineage import spark_server  # long-lived Spark for queries (issue #16)
+    from topic_lineage.local import spark_server  # long-lived Spark for queries (issue #16)
 
     if spark_server.stop():
         pids["spark-connect"] = 0
@@ -514,7 +514,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
 def cmd_start(args: argparse.Namespace) -> int:
     state = load_state()
     pids = start(state)
-    from topic_lineage import spark_server  # long-lived Spark for queries (issue #16)
+    from topic_lineage.local import spark_server  # long-lived Spark for queries (issue #16)
 
     spark_server.start_for_deployment()
     print(banner(state), flush=True)

@@ -82,9 +82,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from topic_lineage.commands.quality_cmds import gate_options
+    from topic_lineage.local.spark_server import pipeline_session
     from topic_lineage.pipeline import run_build
     from topic_lineage.scd.build import hold_policy
-    from topic_lineage.spark import pipeline_session
 
     if args.no_validate and not args.no_publish:  # before Spark starts
         raise wh.PublishRefused(
@@ -270,11 +270,11 @@ def _query_duckdb(args: argparse.Namespace) -> str:
 
 
 def _query_spark(args: argparse.Namespace) -> str:
-    from topic_lineage import spark_server
     from topic_lineage.faults import fault_point
+    from topic_lineage.local import spark_server
     from topic_lineage.spark import get_spark
 
-    # The deployment's long-lived Spark Connect server when it runs (topic_lineage/spark_server.py).
+    # The deployment's long-lived Spark Connect server when it runs (topic_lineage/local/spark_server.py).
     remote = None if (args.master or args.version) else spark_server.remote_url()
     if remote:
         spark = spark_server.connect(remote)

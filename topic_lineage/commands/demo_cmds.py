@@ -24,7 +24,7 @@ FIRST_TOPICS = (("orders", 3), ("payments", 2), ("inventory", 1))
 class DemoRun:
     """What the steps share: the broker, the captures so far, and where output goes."""
 
-    broker: object  # topic_lineage.local_broker.LocalBroker
+    broker: object  # topic_lineage.local.broker.LocalBroker
     alias: str = DEMO_ALIAS
     captures: list[Snapshot] = field(default_factory=list)
     out: Callable[[str], None] = print
@@ -275,7 +275,7 @@ CAPTURE_ONLY = STEPS[:6]
 
 def run_demo(steps=None, *, cluster_id: str = DEMO_CLUSTER_ID, alias: str = DEMO_ALIAS,
              out: Callable[[str], None] = print, serve: bool = False) -> DemoRun:
-    from topic_lineage.local_broker import LocalBroker
+    from topic_lineage.local.broker import LocalBroker
 
     steps = STEPS if steps is None else steps
     with LocalBroker(cluster_id) as broker:

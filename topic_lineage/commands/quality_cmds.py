@@ -69,7 +69,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             "nothing is published yet; build the tables with 'topic-lineage build', or name a "
             "built version with --version"
         )
-    from topic_lineage.spark import pipeline_session
+    from topic_lineage.local.spark_server import pipeline_session
 
     spark, remote = pipeline_session("topic-lineage-validate")  # the Connect server when it runs
     try:

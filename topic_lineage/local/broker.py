@@ -241,7 +241,7 @@ class LocalBroker:
         """A librdkafka config for this broker (librdkafka logs go to Python logging)."""
         config = {
             "bootstrap.servers": self.bootstrap_servers,
-            "logger": _QuietLogger("topic_lineage.local_broker.librdkafka"),
+            "logger": _QuietLogger("topic_lineage.local.broker.librdkafka"),
         }
         config.update(overrides)
         return config

@@ -184,3 +184,20 @@ def use_published_tables(spark, version: str) -> None:
     wh.register_tables(spark, version)
     # the tables are read-only views (warehouse.register_tables)
     spark.sql(f"ALTER VIEW {marked} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{version}')")
+
+
+def pipeline_session(app_name: str, master: str | None = None):
+    """The session a build or a validation runs on: the deployment's Spark Connect server when
+    one answers (:func:`remote_url`) and no ``master`` was asked for,
+    so the step starts no JVM and plans on a warm one; else :func:`get_spark` as before.
+
+    Returns ``(spark, remote_url_or_None)``. ``spark.stop()`` on a Connect session only releases
+    it on the server; the server keeps running.
+    """
+    from topic_lineage.spark import get_spark
+
+    if master is None:
+        url = remote_url()
+        if url:
+            return connect(url), url
+    return get_spark(app_name, master=master), None
