@@ -6,8 +6,8 @@ names), an internal ``_state/`` table used by the next incremental build, and ``
 saying what the version is (status, snapshots it includes, mode, row counts). Nothing in a version
 directory is modified after it is built, except its manifest's status.
 
-``CURRENT`` names the published version and is replaced atomically (temporary file, fsync,
-``os.replace``), so a reader sees the previous or the new version, never a mix. A killed build
+``CURRENT`` names the published version and is replaced atomically and durably
+(:func:`topic_lineage.fsutil.replacing`), so a reader sees the previous or the new version, never a mix. A killed build
 leaves only an unpublished directory behind (status ``building``); retention removes it later.
 
 Only a version the quality gate passed is published (:func:`publish`, the one function that
@@ -23,7 +23,6 @@ versions.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -38,7 +37,7 @@ from typing import Any
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.faults import fault_point
-from topic_lineage.fsutil import replace_durably
+from topic_lineage.fsutil import file_lock, replacing, write_durably
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +81,6 @@ def new_version_id() -> str:
     return f"v{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:6]}"
 
 
-def _write_json_atomically(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True, default=str)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def read_manifest(version: str) -> dict:
     path = version_dir(version) / MANIFEST
     try:
@@ -106,7 +95,8 @@ def read_manifest(version: str) -> dict:
 
 
 def write_manifest(version: str, manifest: dict) -> None:
-    _write_json_atomically(version_dir(version) / MANIFEST, manifest)
+    write_durably(version_dir(version) / MANIFEST,
+                  json.dumps(manifest, indent=2, sort_keys=True, default=str))
 
 
 def set_status(version: str, status: str, **extra: Any) -> dict:
@@ -146,24 +136,14 @@ def current_version() -> str | None:
 
 
 # --- locks -----------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _flock(name: str, *, blocking: bool) -> Iterator[bool]:
-    with open(t.locks_dir() / f"{name}.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _lock_path(name: str) -> Path:
+    return t.locks_dir() / f"{name}.lock"
 
 
 @contextlib.contextmanager
 def build_lock() -> Iterator[None]:
     """Held for the whole of a build: a second build at the same time fails at once."""
-    with _flock("build", blocking=False) as acquired:
+    with file_lock(_lock_path("build"), blocking=False) as acquired:
         if not acquired:
             raise BuildLockedError(
                 f"another build is running (lock {t.locks_dir() / 'build.lock'}); wait for it to "
@@ -173,7 +153,7 @@ def build_lock() -> Iterator[None]:
 
 
 def _build_running() -> bool:
-    with _flock("build", blocking=False) as acquired:
+    with file_lock(_lock_path("build"), blocking=False) as acquired:
         return not acquired
 
 
@@ -204,7 +184,7 @@ def record_verdict(
     if not (version_dir(version) / MANIFEST).exists():
         log.info("version %s has no manifest: its verdict is not recorded", version)
         return {}  # tables written by hand (tests, tools): never publishable anyway
-    with _flock("publish", blocking=True):
+    with file_lock(_lock_path("publish")):
         manifest = read_manifest(version)
         status = manifest.get("status")
         verdict = {"passed": bool(passed), "warnings": list(warnings), "failures": list(failures),
@@ -342,7 +322,7 @@ def publish(
     """
     if force_reason is not None and not force_reason.strip():
         raise PublishRefused("--force needs a --reason saying why the gate is overridden")
-    with _flock("publish", blocking=True):
+    with file_lock(_lock_path("publish")):
         manifest = read_manifest(version)
         status = manifest.get("status")
         if status == BUILDING:
@@ -370,14 +350,9 @@ def publish(
                       "status_before": status, "gate": manifest.get("gate")}
             reason = f"FORCED past the quality gate: {force_reason.strip()}"
             log.warning("publishing %s past the quality gate (%s): %s", version, refusal, force_reason)
-        pointer = t.current_pointer()
-        tmp = pointer.parent / f".CURRENT.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w") as handle:
-            handle.write(version + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        fault_point("publish")  # fault suite: pointer written, not renamed (topic_lineage/faults.py)
-        replace_durably(tmp, pointer)
+        with replacing(t.current_pointer()) as tmp:
+            tmp.write_text(version + "\n")
+            fault_point("publish")  # fault suite: pointer written, not renamed (topic_lineage/faults.py)
         if forced is not None:
             set_status(version, PUBLISHED, forced=[*manifest.get("forced", []), forced])
         elif status != PUBLISHED:
@@ -421,29 +396,20 @@ def reading(version: str | None = None) -> Iterator[str | None]:
             yield None
             return
         version_dir(name)  # validates the name
-        path = _reader_lock(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_SH)
-            try:
-                # Missing yet still named: not retention (it never removes the current version
-                # or a named one being read); the caller reports it.
-                if version_dir(name).is_dir() or version is not None or current_version() == name:
-                    yield name
-                    return
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with file_lock(_reader_lock(name), shared=True):
+            # Missing yet still named: not retention (it never removes the current version
+            # or a named one being read); the caller reports it.
+            if version_dir(name).is_dir() or version is not None or current_version() == name:
+                yield name
+                return
         # retention removed the version between reading the pointer and pinning it: the
         # pointer names a newer one now
 
 
 def _remove_unless_read(name: str) -> bool:
     path = _reader_lock(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with file_lock(path, blocking=False) as acquired:
+        if not acquired:
             return False
         shutil.rmtree(version_dir(name), ignore_errors=True)
         path.unlink(missing_ok=True)
@@ -597,7 +563,5 @@ def write_init_sql(version: str) -> Path:
         "-- may remove this version's files; re-run this file after a publish.\n"
         + "".join(statement + ";\n" for statement in _table_statements(version))
     )
-    tmp = path.parent / f".init.sql.{uuid.uuid4().hex}.tmp"
-    tmp.write_text(body)
-    os.replace(tmp, path)
+    write_durably(path, body)
     return path
