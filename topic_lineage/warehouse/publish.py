@@ -10,27 +10,9 @@ from dataclasses import dataclass
 from topic_lineage import tables as t
 from topic_lineage.faults import fault_point
 from topic_lineage.fsutil import replacing
+from topic_lineage.warehouse import versions as v
 from topic_lineage.warehouse.locks import build_running, publish_lock, remove_unless_read
 from topic_lineage.warehouse.sql import write_init_sql
-from topic_lineage.warehouse.versions import (
-    BUILDING,
-    BUILT,
-    DEFAULT_KEEP,
-    KEEP_ENV,
-    MANIFEST,
-    PUBLISHED,
-    REJECTED,
-    VALIDATED,
-    WarehouseError,
-    current_version,
-    list_versions,
-    now_text,
-    read_manifest,
-    set_status,
-    version_dir,
-    version_path,
-    write_manifest,
-)
 
 log = logging.getLogger("topic_lineage.warehouse")
 
@@ -43,7 +25,7 @@ def gate_passed(manifest: dict) -> bool:
     """
     gate = manifest.get("gate")
     if gate is None:
-        return manifest.get("status") == VALIDATED
+        return manifest.get("status") == v.VALIDATED
     return gate.get("passed") is True
 
 
@@ -58,30 +40,30 @@ def record_verdict(
     left alone. The verdict (``gate``: passed, warnings, failures, at) is what :func:`publish`
     checks; ``details`` are stored with it (the gate's suite fingerprint and what it read).
     """
-    if not (version_dir(version) / MANIFEST).exists():
+    if not (v.version_dir(version) / v.MANIFEST).exists():
         log.info("version %s has no manifest: its verdict is not recorded", version)
         return {}  # tables written by hand (tests, tools): never publishable anyway
     with publish_lock():
-        manifest = read_manifest(version)
+        manifest = v.read_manifest(version)
         status = manifest.get("status")
         verdict = {"passed": bool(passed), "warnings": list(warnings), "failures": list(failures),
-                   "at": now_text(), **(details or {})}
-        if status in (BUILT, VALIDATED, REJECTED):
+                   "at": v.now_text(), **(details or {})}
+        if status in (v.BUILT, v.VALIDATED, v.REJECTED):
             if passed:
-                manifest = set_status(version, VALIDATED, gate=verdict)
+                manifest = v.set_status(version, v.VALIDATED, gate=verdict)
                 manifest.pop("rejected_reason", None)
-                write_manifest(version, manifest)
+                v.write_manifest(version, manifest)
             else:
-                manifest = set_status(version, REJECTED, gate=verdict,
+                manifest = v.set_status(version, v.REJECTED, gate=verdict,
                                       rejected_reason=report or "; ".join(failures))
-        elif status == PUBLISHED:
+        elif status == v.PUBLISHED:
             manifest["gate"] = verdict
-            write_manifest(version, manifest)
+            v.write_manifest(version, manifest)
         return manifest
 
 
 # --- publishing ------------------------------------------------------------------------------
-class PublishRefused(WarehouseError):
+class PublishRefused(v.WarehouseError):
     """A version may not be published (the gate has not passed it, or it is incomplete);
     nothing changed. Exit status 3 wherever it happens."""
 
@@ -116,8 +98,8 @@ def version_inputs(version: str | None) -> set[str] | None:
     if version is None:
         return None
     try:
-        files = read_manifest(version).get("snapshot_files")
-    except WarehouseError:
+        files = v.read_manifest(version).get("snapshot_files")
+    except v.WarehouseError:
         return None
     return set(files) if files is not None else None
 
@@ -159,7 +141,7 @@ def _refusal(version: str, manifest: dict) -> str | None:
     if gate_passed(manifest):
         return None
     gate = manifest.get("gate") or {}
-    if status == REJECTED or gate.get("passed") is False:
+    if status == v.REJECTED or gate.get("passed") is False:
         failed = "; ".join(gate.get("failures") or []) or manifest.get("rejected_reason") or "see Data Docs"
         why = f"the quality gate rejected it ({failed})"
     else:
@@ -200,19 +182,19 @@ def publish(
     if force_reason is not None and not force_reason.strip():
         raise PublishRefused("--force needs a --reason saying why the gate is overridden")
     with publish_lock():
-        manifest = read_manifest(version)
+        manifest = v.read_manifest(version)
         status = manifest.get("status")
-        if status == BUILDING:
+        if status == v.BUILDING:
             raise PublishRefused(
                 f"version {version!r} is not completely built (status 'building'); build again"
             )
         for table in t.TABLES:
-            if not version_path(version, table).is_dir():
+            if not v.version_path(version, table).is_dir():
                 raise PublishRefused(f"version {version!r} lacks table {table}; build it again")
         refusal = _refusal(version, manifest)
         if refusal is not None and force_reason is None:
             raise PublishRefused(refusal)
-        previous = current_version()
+        previous = v.current_version()
         reason = "passed the quality gate"
         if automatic:
             decision = decide_publish(version, version_inputs(version), previous,
@@ -223,17 +205,17 @@ def publish(
             reason = decision.reason
         forced = None
         if refusal is not None:
-            forced = {"reason": force_reason.strip(), "by": forced_by or _user(), "at": now_text(),
-                      "status_before": status, "gate": manifest.get("gate")}
+            forced = {"reason": force_reason.strip(), "by": forced_by or _user(),
+                      "at": v.now_text(), "status_before": status, "gate": manifest.get("gate")}
             reason = f"FORCED past the quality gate: {force_reason.strip()}"
             log.warning("publishing %s past the quality gate (%s): %s", version, refusal, force_reason)
         with replacing(t.current_pointer()) as tmp:
             tmp.write_text(version + "\n")
             fault_point("publish")  # fault suite: pointer written, not renamed (topic_lineage/faults.py)
         if forced is not None:
-            set_status(version, PUBLISHED, forced=[*manifest.get("forced", []), forced])
-        elif status != PUBLISHED:
-            set_status(version, PUBLISHED)
+            v.set_status(version, v.PUBLISHED, forced=[*manifest.get("forced", []), forced])
+        elif status != v.PUBLISHED:
+            v.set_status(version, v.PUBLISHED)
         write_init_sql(version)
         apply_retention(keep)
     log.info("published version %s (previous: %s): %s", version, previous, reason)
@@ -252,14 +234,14 @@ def _user() -> str:
 def apply_retention(keep: int | None = None) -> list[str]:
     """Remove all but the newest ``keep`` versions (never the current one, never a running
     build's, never one a reader has pinned with :func:`reading`); return the removed names."""
-    keep = keep if keep is not None else int(os.environ.get(KEEP_ENV, DEFAULT_KEEP))
+    keep = keep if keep is not None else int(os.environ.get(v.KEEP_ENV, v.DEFAULT_KEEP))
     keep = max(keep, 1)
-    current = current_version()
+    current = v.current_version()
     running = build_running()
-    versions = list_versions()
+    versions = v.list_versions()
     removable = [
         m["version"] for m in versions
-        if m["version"] != current and not (m.get("status") == BUILDING and running)
+        if m["version"] != current and not (m.get("status") == v.BUILDING and running)
     ]
     excess = len(versions) - keep
     removed, in_use = [], []
