@@ -114,8 +114,9 @@ def test_writer_killed_mid_write_leaves_no_visible_file(tl_home, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    leftovers = [p for p in t.snapshots_dir().rglob("*.parquet")]
-    assert leftovers and all(p.name.startswith(".tmp-") for p in leftovers)  # only the hidden tmp
+    leftovers = [p for p in t.snapshots_dir().rglob("*") if p.is_file()]
+    # only the hidden temporary file (topic_lineage.fsutil.replacing)
+    assert leftovers and all(p.name.startswith(".") and p.name.endswith(".tmp") for p in leftovers)
     assert store.snapshot_files() == []
     assert store.read_runs() == [] and store.verify() == []
     # The same snapshot can still be stored afterwards.

@@ -81,19 +81,19 @@ class _ClientLog:
     that an unreachable cluster is reported with its real cause.
     """
 
-    def __init__(self, config: Mapping[str, Any]):
-        self._config = config
+    def __init__(self, redact: Callable[[str], str]):
+        self._redact = redact
         self._log = logging.getLogger(__name__ + ".librdkafka")
         self.last_failure: str | None = None
         self.all_brokers_down_since: float | None = None
         self.fatal: str | None = None
 
     def log(self, level, fmt, *args):  # confluent-kafka's logger protocol
-        text = redact_text(fmt % args if args else str(fmt), self._config)
+        text = self._redact(fmt % args if args else str(fmt))
         self._log.debug("%s", text)
 
     def error_cb(self, error) -> None:
-        text = redact_text(f"{error.name()}: {error.str()}", self._config)
+        text = self._redact(f"{error.name()}: {error.str()}")
         self._log.debug("client error %s", text)
         name = error.name()
         if name == "_ALL_BROKERS_DOWN":
@@ -129,7 +129,7 @@ class _Capture:
         self.bootstrap = str(self.user_config.get("bootstrap.servers", ""))
         self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
-        self.client_log = _ClientLog(self.user_config)
+        self.client_log = _ClientLog(self.redact)
         client_config = {"client.id": "topic-lineage", **self.user_config}
         client_config["logger"] = self.client_log
         client_config["error_cb"] = self.client_log.error_cb
@@ -138,14 +138,23 @@ class _Capture:
             self.admin = AdminClient(client_config)
         except KafkaException as exc:
             raise KafkaConfigError(
-                f"the Kafka client rejected the config: {client_error_text(exc, self.user_config)}"
+                f"the Kafka client rejected the config: {self.error_text(exc)}"
             ) from None
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value of the client config redacted (every message of the
+        run that may quote the client or the config goes through here)."""
+        return redact_text(text, self.user_config)
+
+    def error_text(self, exc: BaseException) -> str:
+        """A client error as one redacted line."""
+        return client_error_text(exc, self.user_config)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
     def unavailable(self, reason: str) -> ClusterUnavailableError:
-        reason = redact_text(reason, self.user_config)
+        reason = self.redact(reason)
         return ClusterUnavailableError(
             f"cannot capture cluster {self.alias!r} at {self.bootstrap}: {reason}; check "
             "--bootstrap-servers, the --config settings and that the brokers are up; "
@@ -197,7 +206,7 @@ class _Capture:
             if error.name() == "_TIMED_OUT":
                 raise self.unavailable(no_answer) from None
             if _is_local(error) and error.name() != "_UNSUPPORTED_FEATURE":
-                raise self.unavailable(client_error_text(exc, self.user_config)) from None
+                raise self.unavailable(self.error_text(exc)) from None
             # The broker answered but refused or lacks DescribeCluster: the listing will do.
             log.info("DescribeCluster unavailable (%s); using metadata", error.name())
             return None
@@ -219,7 +228,7 @@ class _Capture:
             metadata = self.admin.list_topics(timeout=max(self.remaining(), 0.1))
         except KafkaException as exc:
             raise self.unavailable(
-                f"listing topics failed ({client_error_text(exc, self.user_config)})"
+                f"listing topics failed ({self.error_text(exc)})"
             ) from None
         hidden = fault_names("hide", "list") & metadata.topics.keys()
         if hidden:  # fault point: what an ACL does to the listing (topic_lineage/faults.py)
@@ -267,7 +276,7 @@ class _Capture:
                         futures[name] = _denied(futures[name])
                     in_flight.append(futures)
                 except KafkaException as exc:
-                    log.warning("describe request failed: %s", client_error_text(exc, self.user_config))
+                    log.warning("describe request failed: %s", self.error_text(exc))
                     fail(batch, _error_name(exc.args[0]))
                     complete = False
             if not in_flight:
@@ -312,7 +321,7 @@ class _Capture:
                 error = exc.args[0]
                 answered &= not _is_local(error)
                 results[name] = TopicObservation(name, None, None, None, None, _error_name(error))
-                log.debug("describe %s failed: %s", name, client_error_text(exc, self.user_config))
+                log.debug("describe %s failed: %s", name, self.error_text(exc))
                 continue
             results[name] = observation_from_description(name, description)
         if answered and batch:  # a broker answered: any earlier "all brokers down" is over
@@ -459,7 +468,7 @@ def capture_snapshot(
         # within the same deadline: --timeout bounds the whole capture; what is left unread
         # when it passes leaves the group information incomplete (R10), never the topics
         groups_complete, group_observations = capture_groups(
-            run.admin, run.remaining(), redact=lambda text: redact_text(text, run.user_config),
+            run.admin, run.remaining(), redact=run.redact,
         )
     snapshot = Snapshot(
         cluster_id=cluster_id,

@@ -9,18 +9,15 @@ capture) is checked whole before anything of it is written.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import shutil
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.fsutil import replace_durably, replacing
+from topic_lineage.fsutil import file_lock, replacing
 from topic_lineage.snapshot import (
     Snapshot,
     SnapshotFormatError,
@@ -69,14 +66,8 @@ def snapshot_path(cluster_id: str, captured_at: datetime) -> Path:
     )
 
 
-@contextlib.contextmanager
-def _lock(name: str) -> Iterator[None]:
-    with open(t.locks_dir() / f"{name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _lock(name: str) -> contextlib.AbstractContextManager[bool]:
+    return file_lock(t.locks_dir() / f"{name}.lock")
 
 
 def group_path(cluster_id: str, captured_at: datetime) -> Path:
@@ -205,17 +196,11 @@ def _store(snapshot: Snapshot, source: str, path: Path) -> None:
 def _write_atomically(snapshot: Snapshot, source: str, path: Path) -> None:
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A leading dot keeps Spark and DuckDB from ever listing the temporary file.
-    tmp = path.parent / f".tmp-{uuid.uuid4().hex}.parquet"
     try:
-        pq.write_table(_to_arrow(snapshot, source), tmp, compression="zstd")
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        replace_durably(tmp, path)
+        # The temporary file is hidden: Spark and DuckDB never list it.
+        with replacing(path) as tmp:
+            pq.write_table(_to_arrow(snapshot, source), tmp, compression="zstd")
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise StoreError(
             f"could not write snapshot of cluster {snapshot.cluster_id!r} at "
             f"{format_timestamp(snapshot.captured_at)} to {path.parent}: {exc.strerror or exc}; "

@@ -28,8 +28,6 @@ from topic_lineage import store, warehouse
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 
-IS_CURRENT = "is_current"  # a column of tables.TOPIC_INCARNATIONS_DDL
-
 
 class StoredLiveError(TopicLineageError, RuntimeError):
     """The store or the published version could not be read to know which topics are live."""
@@ -75,7 +73,7 @@ def published_live_names(cluster_id: str) -> frozenset[str]:
         # Spark's _SUCCESS and .crc files are skipped by the dataset's default ignore_prefixes.
         table = ds.dataset(root, format="parquet").to_table(
             columns=[t.TOPIC_NAME],
-            filter=(pc.field(t.CLUSTER_ID) == cluster_id) & pc.field(IS_CURRENT),
+            filter=(pc.field(t.CLUSTER_ID) == cluster_id) & pc.field(t.IS_CURRENT),
         )
     except (pa.ArrowException, OSError, ValueError) as exc:
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]

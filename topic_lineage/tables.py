@@ -55,6 +55,16 @@ REPLICATION_FACTOR = "replication_factor"
 IS_INTERNAL = "is_internal"
 ERROR = "error"
 HELD = "held"
+# topic_incarnations (TOPIC_INCARNATIONS_DDL); INCARNATION_KEY is also in the group tables
+INCARNATION_KEY = "incarnation_key"
+VERSION = "version"
+CHANGE_TYPE = "change_type"
+IS_CURRENT = "is_current"
+VALID_FROM = "valid_from"
+VALID_TO = "valid_to"
+DELETED_AT = "deleted_at"
+FIRST_SEEN_AT = "first_seen_at"
+LAST_SEEN_AT = "last_seen_at"
 
 # --- the snapshot store (written by topic_lineage.store, read by Spark and DuckDB) ---------
 # One Parquet file per snapshot, one row per topic. A snapshot with no topics is stored as a
@@ -238,6 +248,9 @@ GROUP_ERROR = "group_error"
 PARTITION = "partition"
 COMMITTED_OFFSET = "committed_offset"
 LOG_END_OFFSET = "log_end_offset"
+# group_incarnations (GROUP_INCARNATIONS_DDL), besides FIRST_SEEN_AT and LAST_SEEN_AT above
+MAX_COMMITTED_OFFSET = "max_committed_offset"
+CARRIED_OFFSET = "carried_offset"
 
 
 def arrow_group_store_schema():

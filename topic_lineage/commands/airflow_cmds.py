@@ -32,7 +32,7 @@ from pathlib import Path
 from topic_lineage import airflow as at
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.fsutil import pid_alive
+from topic_lineage.fsutil import pid_alive, write_durably
 from topic_lineage.local import postgres as pg
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
@@ -88,13 +88,7 @@ def admin_password() -> str | None:
 
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` readable by its owner only (created 0600, never wider)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    tmp.replace(path)
+    write_durably(path, text, mode=0o600)
 
 
 def _state_path() -> Path:

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from topic_lineage.fsutil import write_durably
 from topic_lineage.quality import context as qc
 
 HISTORY_SHOWN = 50
@@ -108,11 +107,7 @@ def render() -> Path:
     """Write the overview page atomically and return its path."""
     document = page_html()
     page = qc.overview_page()
-    page.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=page.parent, prefix=".index-", suffix=".html")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(document)
-    os.replace(tmp, page)
+    write_durably(page, document)
     return page
 
 

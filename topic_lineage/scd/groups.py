@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from topic_lineage import tables as t
 
-KEY = "incarnation_key"
+KEY = t.INCARNATION_KEY
 _SHOWN_ID = "_shown_topic_id"
 _BY_ID = "_key_by_id"
 _OFFSET_ROW = [t.CLUSTER_ID, t.CAPTURED_AT, t.GROUP_ID, t.TOPIC_NAME, t.PARTITION]
@@ -59,18 +59,18 @@ def group_offsets(group_rows: DataFrame, topic_snapshots: DataFrame, incarnation
     # Not placed by the snapshot's own ID: the version named so that is valid at that instant.
     versions = incarnations.select(
         t.CLUSTER_ID, t.TOPIC_NAME, KEY, F.col(t.TOPIC_ID).alias("_version_topic_id"),
-        "valid_from", "valid_to",
+        t.VALID_FROM, t.VALID_TO,
     )
     unplaced = with_id.where(F.col(_BY_ID).isNull()).drop(_SHOWN_ID, _BY_ID)
-    is_valid_then = (F.col("valid_from") <= F.col(t.CAPTURED_AT)) & (
-        F.col("valid_to").isNull() | (F.col(t.CAPTURED_AT) < F.col("valid_to"))
+    is_valid_then = (F.col(t.VALID_FROM) <= F.col(t.CAPTURED_AT)) & (
+        F.col(t.VALID_TO).isNull() | (F.col(t.CAPTURED_AT) < F.col(t.VALID_TO))
     )
     candidates = unplaced.join(versions, on=[t.CLUSTER_ID, t.TOPIC_NAME], how="left").where(
         F.col(KEY).isNull() | is_valid_then
     )
     # Two versions valid at once (a broker bug the gate refuses): the one that began last wins.
     newest_first = Window.partitionBy(*_OFFSET_ROW).orderBy(
-        F.col("valid_from").desc_nulls_last(), F.col(KEY).asc_nulls_last()
+        F.col(t.VALID_FROM).desc_nulls_last(), F.col(KEY).asc_nulls_last()
     )
     by_name = (
         candidates.withColumn("_rank", F.row_number().over(newest_first))
@@ -92,7 +92,7 @@ def group_incarnations(offsets: DataFrame, incarnations: DataFrame) -> DataFrame
     is_carried = F.col(t.LOG_END_OFFSET).isNotNull() & (
         F.col(t.COMMITTED_OFFSET) > F.col(t.LOG_END_OFFSET)
     )
-    newest_version = Window.partitionBy(KEY).orderBy(F.col("version").desc())
+    newest_version = Window.partitionBy(KEY).orderBy(F.col(t.VERSION).desc())
     incarnation_id = (
         incarnations.withColumn("_rank", F.row_number().over(newest_version))
         .where(F.col("_rank") == 1)
@@ -104,17 +104,17 @@ def group_incarnations(offsets: DataFrame, incarnations: DataFrame) -> DataFrame
         offsets.where(F.col(KEY).isNotNull())
         .groupBy(t.CLUSTER_ID, t.GROUP_ID, KEY)
         .agg(
-            F.min(t.CAPTURED_AT).alias("first_seen_at"),
+            F.min(t.CAPTURED_AT).alias(t.FIRST_SEEN_AT),
             last_read.alias("_last"),
-            F.max(t.COMMITTED_OFFSET).alias("max_committed_offset"),
-            F.max(is_carried).alias("carried_offset"),
+            F.max(t.COMMITTED_OFFSET).alias(t.MAX_COMMITTED_OFFSET),
+            F.max(is_carried).alias(t.CARRIED_OFFSET),
         )
         .select(
             t.CLUSTER_ID, t.GROUP_ID, KEY,
             F.col(f"_last.{t.TOPIC_NAME}").alias(t.TOPIC_NAME),
-            "first_seen_at",
-            F.col(f"_last.{t.CAPTURED_AT}").alias("last_seen_at"),
-            "max_committed_offset", "carried_offset",
+            t.FIRST_SEEN_AT,
+            F.col(f"_last.{t.CAPTURED_AT}").alias(t.LAST_SEEN_AT),
+            t.MAX_COMMITTED_OFFSET, t.CARRIED_OFFSET,
         )
     )
     return per_incarnation.join(incarnation_id, on=KEY, how="left").select(

@@ -1,0 +1,254 @@
+"""The quality gate's verdict in a manifest, the decision whether to publish, :func:`publish`
+(the one function that changes ``CURRENT``) and retention."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from topic_lineage import tables as t
+from topic_lineage.faults import fault_point
+from topic_lineage.fsutil import replacing
+from topic_lineage.warehouse import versions as v
+from topic_lineage.warehouse.locks import build_running, publish_lock, remove_unless_read
+from topic_lineage.warehouse.sql import write_init_sql
+
+log = logging.getLogger("topic_lineage.warehouse")
+
+
+def gate_passed(manifest: dict) -> bool:
+    """Whether the quality gate passed this version (its last verdict had no critical failure).
+
+    Manifests written before verdicts were recorded count as passed only with status
+    ``validated`` (the status the gate alone gave).
+    """
+    gate = manifest.get("gate")
+    if gate is None:
+        return manifest.get("status") == v.VALIDATED
+    return gate.get("passed") is True
+
+
+def record_verdict(
+    version: str, *, passed: bool, warnings: list[str], failures: list[str], report: str = "",
+    details: dict | None = None,
+) -> dict:
+    """Store the quality gate's verdict in the version's manifest (called by the gate only).
+
+    A built version becomes ``validated`` (no critical failure; warnings allowed) or
+    ``rejected``; a published version keeps its status, and a version still being built is
+    left alone. The verdict (``gate``: passed, warnings, failures, at) is what :func:`publish`
+    checks; ``details`` are stored with it (the gate's suite fingerprint and what it read).
+    """
+    if not (v.version_dir(version) / v.MANIFEST).exists():
+        log.info("version %s has no manifest: its verdict is not recorded", version)
+        return {}  # tables written by hand (tests, tools): never publishable anyway
+    with publish_lock():
+        manifest = v.read_manifest(version)
+        status = manifest.get("status")
+        verdict = {"passed": bool(passed), "warnings": list(warnings), "failures": list(failures),
+                   "at": v.now_text(), **(details or {})}
+        if status in (v.BUILT, v.VALIDATED, v.REJECTED):
+            if passed:
+                manifest = v.set_status(version, v.VALIDATED, gate=verdict)
+                manifest.pop("rejected_reason", None)
+                v.write_manifest(version, manifest)
+            else:
+                manifest = v.set_status(version, v.REJECTED, gate=verdict,
+                                      rejected_reason=report or "; ".join(failures))
+        elif status == v.PUBLISHED:
+            manifest["gate"] = verdict
+            v.write_manifest(version, manifest)
+        return manifest
+
+
+# --- publishing ------------------------------------------------------------------------------
+class PublishRefused(v.WarehouseError):
+    """A version may not be published (the gate has not passed it, or it is incomplete);
+    nothing changed. Exit status 3 wherever it happens."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class PublishDecision:
+    publish: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    """What :func:`publish` did: ``published`` False means the pointer was left as it was."""
+
+    version: str
+    published: bool
+    previous: str | None
+    reason: str
+    forced: bool = False
+
+    def __str__(self) -> str:
+        if not self.published:
+            return f"not published {self.version}: {self.reason}"
+        return (f"published {self.version}" + (" (FORCED past the quality gate)" if self.forced else "")
+                + f" (previous: {self.previous})")
+
+
+def version_inputs(version: str | None) -> set[str] | None:
+    """The snapshot files a built version was derived from (from its manifest)."""
+    if version is None:
+        return None
+    try:
+        files = v.read_manifest(version).get("snapshot_files")
+    except v.WarehouseError:
+        return None
+    return set(files) if files is not None else None
+
+
+def decide_publish(
+    candidate: str, candidate_inputs: set[str] | None, current: str | None,
+    current_inputs: set[str] | None,
+) -> PublishDecision:
+    """Whether an automatic publish (build, Airflow) replaces ``current`` with ``candidate``.
+
+    The tables are a pure function of the set of snapshots (R5), so builds over the same set are
+    interchangeable and a build over a superset supersedes. Refusing the strict-subset case
+    keeps a slow run (a backfill) from replacing a newer build, in whatever order runs finish.
+    """
+    if current is None:
+        return PublishDecision(True, "nothing is published yet")
+    if current == candidate:
+        return PublishDecision(False, f"version {candidate} is already published")
+    if candidate_inputs is None or current_inputs is None:
+        return PublishDecision(True, f"no recorded inputs to compare with {current}; publishing")
+    if candidate_inputs < current_inputs:
+        return PublishDecision(
+            False,
+            f"published version {current} was built over {len(current_inputs)} snapshot(s), a "
+            f"superset of this version's {len(candidate_inputs)}; keeping it",
+        )
+    if candidate_inputs == current_inputs:
+        return PublishDecision(
+            False,
+            f"published version {current} was built over the same {len(current_inputs)} "
+            "snapshot(s); its tables are identical (R5), keeping it",
+        )
+    return PublishDecision(True, f"built over {len(candidate_inputs)} snapshot(s); publishing")
+
+
+def _refusal(version: str, manifest: dict) -> str | None:
+    """Why ``version`` may not be published without --force (None: it may)."""
+    status = manifest.get("status")
+    if gate_passed(manifest):
+        return None
+    gate = manifest.get("gate") or {}
+    if status == v.REJECTED or gate.get("passed") is False:
+        failed = "; ".join(gate.get("failures") or []) or manifest.get("rejected_reason") or "see Data Docs"
+        why = f"the quality gate rejected it ({failed})"
+    else:
+        why = f"the quality gate has not passed it (status {status!r})"
+    return (
+        f"version {version!r} cannot be published: {why}. Validate it with 'topic-lineage validate "
+        f"--version {version}', or publish it anyway with 'topic-lineage publish {version} --force "
+        "--reason TEXT' (recorded in its manifest)"
+    )
+
+
+def publish(
+    version: str,
+    *,
+    automatic: bool = False,
+    force_reason: str | None = None,
+    forced_by: str | None = None,
+    keep: int | None = None,
+) -> PublishOutcome:
+    """The one way to change the published version (``CURRENT``); everything that publishes
+    calls this: ``topic-lineage build`` and ``publish``, ``spark_jobs/build.py --publish``, the
+    Airflow ``publish`` task.
+
+    Under the publish lock, it checks and performs:
+
+    - the version is completely built (status not ``building``, every table present);
+    - the quality gate passed it (:func:`gate_passed`), unless ``force_reason`` is given: then it
+      is published anyway and the override (reason, who, when, the gate's verdict) is appended to
+      its manifest's ``forced`` list;
+    - ``automatic`` (builds and Airflow, not a user naming a version): :func:`decide_publish`
+      may keep the published version (it was built over more or the same snapshots); the
+      outcome then says so and nothing changes.
+
+    Then the pointer is replaced atomically, ``init.sql`` rewritten, and retention applied
+    (``keep``, default ``$TOPIC_LINEAGE_KEEP_VERSIONS`` or 5; never the current version, a
+    running build's, or one a reader has pinned).
+    """
+    if force_reason is not None and not force_reason.strip():
+        raise PublishRefused("--force needs a --reason saying why the gate is overridden")
+    with publish_lock():
+        manifest = v.read_manifest(version)
+        status = manifest.get("status")
+        if status == v.BUILDING:
+            raise PublishRefused(
+                f"version {version!r} is not completely built (status 'building'); build again"
+            )
+        for table in t.TABLES:
+            if not v.version_path(version, table).is_dir():
+                raise PublishRefused(f"version {version!r} lacks table {table}; build it again")
+        refusal = _refusal(version, manifest)
+        if refusal is not None and force_reason is None:
+            raise PublishRefused(refusal)
+        previous = v.current_version()
+        reason = "passed the quality gate"
+        if automatic:
+            decision = decide_publish(version, version_inputs(version), previous,
+                                      version_inputs(previous))
+            if not decision.publish:
+                log.info("not publishing %s: %s", version, decision.reason)
+                return PublishOutcome(version, False, previous, decision.reason)
+            reason = decision.reason
+        forced = None
+        if refusal is not None:
+            forced = {"reason": force_reason.strip(), "by": forced_by or _user(),
+                      "at": v.now_text(), "status_before": status, "gate": manifest.get("gate")}
+            reason = f"FORCED past the quality gate: {force_reason.strip()}"
+            log.warning("publishing %s past the quality gate (%s): %s", version, refusal, force_reason)
+        with replacing(t.current_pointer()) as tmp:
+            tmp.write_text(version + "\n")
+            fault_point("publish")  # fault suite: pointer written, not renamed (topic_lineage/faults.py)
+        if forced is not None:
+            v.set_status(version, v.PUBLISHED, forced=[*manifest.get("forced", []), forced])
+        elif status != v.PUBLISHED:
+            v.set_status(version, v.PUBLISHED)
+        write_init_sql(version)
+        apply_retention(keep)
+    log.info("published version %s (previous: %s): %s", version, previous, reason)
+    return PublishOutcome(version, True, previous, reason, forced=forced is not None)
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers): the uid says who
+        return f"uid {os.getuid()}"
+
+
+def apply_retention(keep: int | None = None) -> list[str]:
+    """Remove all but the newest ``keep`` versions (never the current one, never a running
+    build's, never one a reader has pinned with :func:`reading`); return the removed names."""
+    keep = keep if keep is not None else int(os.environ.get(v.KEEP_ENV, v.DEFAULT_KEEP))
+    keep = max(keep, 1)
+    current = v.current_version()
+    running = build_running()
+    versions = v.list_versions()
+    removable = [
+        m["version"] for m in versions
+        if m["version"] != current and not (m.get("status") == v.BUILDING and running)
+    ]
+    excess = len(versions) - keep
+    removed, in_use = [], []
+    for name in removable[: max(excess, 0)]:
+        (removed if remove_unless_read(name) else in_use).append(name)
+    if removed:
+        log.info("retention removed version(s) %s", ", ".join(removed))
+    if in_use:
+        log.info("retention kept version(s) %s: a reader is using them", ", ".join(in_use))
+    return removed

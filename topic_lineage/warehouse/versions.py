@@ -1,0 +1,108 @@
+"""Versions of the published tables: where they live, their names, their manifests (status,
+history) and the ``CURRENT`` pointer's reading (see :mod:`topic_lineage.warehouse`)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from topic_lineage import tables as t
+from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import write_durably
+
+MANIFEST = "manifest.json"
+STATE_TABLE = "_state"
+KEEP_ENV = "TOPIC_LINEAGE_KEEP_VERSIONS"
+DEFAULT_KEEP = 5
+
+BUILDING, BUILT, VALIDATED, PUBLISHED, REJECTED = (
+    "building", "built", "validated", "published", "rejected",
+)
+
+
+class WarehouseError(TopicLineageError):
+    """A version could not be published or read; nothing published was changed."""
+
+
+
+def version_dir(version: str) -> Path:
+    if not version or "/" in version or version.startswith("."):
+        raise WarehouseError(f"invalid version name {version!r}")
+    return t.versions_dir() / version
+
+
+def version_path(version: str, table: str) -> Path:
+    """Directory of one table of one version (read it as ``<dir>/**/*.parquet``)."""
+    return version_dir(version) / table
+
+
+def init_sql_path() -> Path:
+    return t.warehouse_dir() / "init.sql"
+
+
+def new_version_id() -> str:
+    """A version name that sorts by creation time."""
+    now = datetime.now(UTC)
+    return f"v{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:6]}"
+
+
+def read_manifest(version: str) -> dict:
+    path = version_dir(version) / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise WarehouseError(
+            f"version {version!r} does not exist (no {path}); list versions with "
+            "'topic-lineage versions'"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise WarehouseError(f"manifest of version {version!r} is unreadable ({exc})") from None
+
+
+def write_manifest(version: str, manifest: dict) -> None:
+    write_durably(version_dir(version) / MANIFEST,
+                  json.dumps(manifest, indent=2, sort_keys=True, default=str))
+
+
+def set_status(version: str, status: str, **extra: Any) -> dict:
+    manifest = read_manifest(version)
+    manifest["status"] = status
+    manifest.setdefault("history", []).append(
+        {"status": status, "at": now_text()}
+    )
+    manifest.update(extra)
+    write_manifest(version, manifest)
+    return manifest
+
+
+def list_versions() -> list[dict]:
+    """Manifests of all versions, oldest first (a directory without manifest is skipped)."""
+    root = t.versions_dir()
+    if not root.exists():
+        return []
+    manifests = []
+    for path in root.iterdir():
+        if path.name.startswith(".") or not (path / MANIFEST).exists():
+            continue
+        try:
+            manifests.append(read_manifest(path.name))
+        except WarehouseError:
+            continue
+    return sorted(manifests, key=lambda m: (m.get("created_at", ""), m.get("version", "")))
+
+
+def current_version() -> str | None:
+    """The published version, or None when nothing is published yet."""
+    try:
+        name = t.current_pointer().read_text().strip()
+    except FileNotFoundError:
+        return None
+    return name or None
+
+
+def now_text() -> str:
+    """The time now as manifests record it (ISO 8601, UTC, ``Z``)."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
