@@ -167,7 +167,7 @@ def test_retried_build_removes_only_an_unfinished_version(tl_home):
     wh.write_manifest("v2", {"version": "v2", "status": wh.BUILT, "snapshot_files": {A: 1}})
     assert at.prepare_build("v2") is False
     assert wh.version_dir("v2").exists()
-    assert wh.version_inputs("v2") == {A}
+    assert wh.version_inputs("v2") == {(A, 1)}
     assert wh.version_inputs(None) is None and wh.version_inputs("missing") is None
 
 

@@ -81,3 +81,48 @@ def test_a_version_without_fingerprint_is_never_a_no_op(tl_home, spark):
     wh.write_manifest(built.version, manifest)
     decision = noop.decide(0.5, 5)
     assert not decision.noop and "no store fingerprint" in decision.reason
+
+
+def build_and_publish_automatically(spark) -> wh.PublishOutcome:
+    """A build, then the publish a build makes (automatic: it may keep the published version)."""
+    from gate_support import pass_gate
+
+    from topic_lineage.pipeline import run_build
+
+    built = run_build(spark, validate=False, publish=False)
+    pass_gate(built.version)
+    return wh.publish(built.version, automatic=True)
+
+
+def test_an_identical_rebuild_after_new_modification_times_records_the_store(tl_home, spark):
+    """Issue #24: after the store's files get new modification times (a copy without -p, a
+    restore), one build runs, finds the tables identical and keeps the published version; it
+    records the store's new fingerprint there, so the next build is a no-op (no JVM)."""
+    store.save_all([snap(0, topic("orders", tid(1))), snap(1, topic("orders", tid(2)))],
+                   "import:jsonl")
+    first = build_and_publish(spark)
+    for path in store.snapshot_files():
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert not noop.decide(0.5, 5).noop
+
+    again = build_and_publish_automatically(spark)
+    assert not again.published and "identical" in again.reason
+    assert wh.current_version() == first.version
+    assert noop.decide(0.5, 5).noop
+    result = cli_build_without_java(tl_home)
+    assert result.returncode == 0 and "nothing new to build" in result.stdout, result.stderr[-2000:]
+
+
+def test_the_first_build_after_an_upgrade_publishes_over_the_same_snapshots(tl_home, spark):
+    """A version built by older code (its manifest records no build code) is replaced by a build
+    over the same snapshots with the current code, whose tables may differ (new tables)."""
+    store.save(snap(0, topic("orders", tid(1))), "live")
+    old = build_and_publish(spark)
+    manifest = wh.read_manifest(old.version)
+    del manifest["build_code"], manifest[noop.FINGERPRINT_KEY]
+    wh.write_manifest(old.version, manifest)
+
+    new = build_and_publish_automatically(spark)
+    assert new.published and "other build code" in new.reason
+    assert wh.current_version() == new.version

@@ -165,6 +165,36 @@ def test_decide_publish(candidate, current, publish, words):
     assert decision.publish is publish and words in decision.reason
 
 
+NEW_CODE = {"build_code": "b", "hold_policy": {"ratio": 0.5, "min_count": 5}}
+
+
+@pytest.mark.parametrize(
+    ("candidate", "current", "publish", "words"),
+    [
+        (NEW_CODE, NEW_CODE, False, "identical"),
+        (NEW_CODE, {**NEW_CODE, "build_code": "a"}, True, "other build code"),
+        (NEW_CODE, {**NEW_CODE, "hold_policy": {"ratio": 0.9, "min_count": 5}}, True, "thresholds"),
+        (NEW_CODE, None, True, "other build code"),  # published before derivations were recorded
+        (None, NEW_CODE, False, "identical"),
+    ],
+    ids=["same-derivation", "upgraded-code", "other-thresholds", "before-recorded", "unknown-candidate"],
+)
+def test_same_snapshots_publish_only_a_new_derivation(candidate, current, publish, words):
+    """Over the same snapshots the tables differ only when the build code or the hold thresholds
+    do (an upgrade adding the consumer-lineage tables, say): then the new build is published."""
+    decision = wh.decide_publish("v2", {("a", 1)}, "v1", {("a", 1)}, candidate_derivation=candidate,
+                                 current_derivation=current)
+    assert decision.publish is publish and words in decision.reason
+    assert decision.same is (not publish)
+
+
+def test_a_snapshot_imported_again_with_other_content_is_another_input(tl_home):
+    """Quarantined and imported again under the same key, a snapshot with another size makes the
+    inputs incomparable: the build over it is published."""
+    decision = wh.decide_publish("v2", {("a", 1), ("b", 7)}, "v1", {("a", 1), ("b", 5)})
+    assert decision.publish
+
+
 # --- retention and readers ---------------------------------------------------------------------------
 def test_retention_skips_a_pinned_version_and_removes_it_later(tl_home, monkeypatch):
     monkeypatch.setenv(wh.KEEP_ENV, "1")

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-FINGERPRINT_KEY = "store_fingerprint"
+from topic_lineage.warehouse.versions import STORE_FINGERPRINT as FINGERPRINT_KEY
+
 HOLD_RATIO_ENV = "TOPIC_LINEAGE_HOLD_RATIO"
 HOLD_MIN_ENV = "TOPIC_LINEAGE_HOLD_MIN"
 

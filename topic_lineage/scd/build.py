@@ -276,6 +276,8 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         cluster_newest={c: compact_timestamp(_as_utc(ts)) for c, ts in newest.items()},
         # What the build read, for no-op runs (topic_lineage/noop.py).
         store_fingerprint=noop.fingerprint(listing, policy.ratio, policy.min_count),
+        # with hold_policy, what decides the rows besides the snapshots (warehouse.decide_publish)
+        build_code=noop.code_digest(),
     )
     log.info("%s", info)
     return info

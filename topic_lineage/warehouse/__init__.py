@@ -37,6 +37,7 @@ from topic_lineage.warehouse.publish import (
     gate_passed,
     publish,
     record_verdict,
+    version_derivation,
     version_inputs,
 )
 from topic_lineage.warehouse.sql import (
@@ -74,6 +75,6 @@ __all__ = [
     "WarehouseError",
     "apply_retention", "build_lock", "check_read_only", "current_version", "decide_publish",
     "gate_passed", "init_sql_path", "list_versions", "new_version_id", "publish", "read_manifest",
-    "reading", "record_verdict", "register_tables", "set_status", "version_dir", "version_inputs",
+    "reading", "record_verdict", "register_tables", "set_status", "version_derivation", "version_dir", "version_inputs",
     "version_path", "write_init_sql", "write_manifest",
 ]

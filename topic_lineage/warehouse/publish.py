@@ -74,6 +74,7 @@ class PublishRefused(v.WarehouseError):
 class PublishDecision:
     publish: bool
     reason: str
+    same: bool = False  # kept because the published version has the same snapshots and derivation
 
 
 @dataclass(frozen=True)
@@ -93,20 +94,41 @@ class PublishOutcome:
                 + f" (previous: {self.previous})")
 
 
-def version_inputs(version: str | None) -> set[str] | None:
-    """The snapshot files a built version was derived from (from its manifest)."""
+def version_inputs(version: str | None) -> set[tuple[str, int]] | None:
+    """The snapshot files a built version was derived from, as ``(path, size)`` (from its
+    manifest): a snapshot quarantined and imported again with other content is another input."""
     if version is None:
         return None
     try:
         files = v.read_manifest(version).get("snapshot_files")
     except v.WarehouseError:
         return None
-    return set(files) if files is not None else None
+    return set(files.items()) if files is not None else None
+
+
+DERIVATION_KEYS = ("build_code", "hold_policy")
+"""What besides its snapshots decides a version's rows, as its manifest records it: the digest
+of the build code (:func:`topic_lineage.noop.code_digest`) and the R3 hold thresholds."""
+
+
+def version_derivation(version: str | None) -> dict | None:
+    """How a built version derived its rows (:data:`DERIVATION_KEYS`); None when its manifest
+    does not record it (built before it was recorded)."""
+    if version is None:
+        return None
+    try:
+        manifest = v.read_manifest(version)
+    except v.WarehouseError:
+        return None
+    if any(manifest.get(key) is None for key in DERIVATION_KEYS):
+        return None
+    return {key: manifest[key] for key in DERIVATION_KEYS}
 
 
 def decide_publish(
-    candidate: str, candidate_inputs: set[str] | None, current: str | None,
-    current_inputs: set[str] | None,
+    candidate: str, candidate_inputs: set | None, current: str | None,
+    current_inputs: set | None, *, candidate_derivation: dict | None = None,
+    current_derivation: dict | None = None,
 ) -> PublishDecision:
     """Whether an automatic publish (build, Airflow) replaces ``current`` with ``candidate``.
 
@@ -127,10 +149,19 @@ def decide_publish(
             f"superset of this version's {len(candidate_inputs)}; keeping it",
         )
     if candidate_inputs == current_inputs:
+        if candidate_derivation is not None and candidate_derivation != current_derivation:
+            # same snapshots, other build code or hold thresholds (an upgrade, a new table, a
+            # changed threshold): the rows may differ, and the candidate is the newer derivation
+            return PublishDecision(
+                True,
+                f"built over the same {len(current_inputs)} snapshot(s) as {current}, with other "
+                "build code or hold thresholds; publishing",
+            )
         return PublishDecision(
             False,
             f"published version {current} was built over the same {len(current_inputs)} "
             "snapshot(s); its tables are identical (R5), keeping it",
+            same=True,
         )
     return PublishDecision(True, f"built over {len(candidate_inputs)} snapshot(s); publishing")
 
@@ -197,10 +228,15 @@ def publish(
         previous = v.current_version()
         reason = "passed the quality gate"
         if automatic:
-            decision = decide_publish(version, version_inputs(version), previous,
-                                      version_inputs(previous))
+            decision = decide_publish(
+                version, version_inputs(version), previous, version_inputs(previous),
+                candidate_derivation=version_derivation(version),
+                current_derivation=version_derivation(previous),
+            )
             if not decision.publish:
                 log.info("not publishing %s: %s", version, decision.reason)
+                if decision.same:
+                    _adopt_fingerprint(previous, manifest)
                 return PublishOutcome(version, False, previous, decision.reason)
             reason = decision.reason
         forced = None
@@ -220,6 +256,21 @@ def publish(
         apply_retention(keep)
     log.info("published version %s (previous: %s): %s", version, previous, reason)
     return PublishOutcome(version, True, previous, reason, forced=forced is not None)
+
+
+def _adopt_fingerprint(published: str, candidate_manifest: dict) -> None:
+    """The candidate was built from the same snapshots, code and thresholds as the published
+    version, so its tables are the published ones: record the store as the candidate saw it
+    (``store_fingerprint``: the files' sizes and modification times) in the published version's
+    manifest. After the store's files got new modification times (a copy without ``-p``, a
+    restore), the next build is then a no-op instead of building the same tables again."""
+    fingerprint = candidate_manifest.get(v.STORE_FINGERPRINT)
+    manifest = v.read_manifest(published)
+    if fingerprint and manifest.get(v.STORE_FINGERPRINT) != fingerprint:
+        manifest[v.STORE_FINGERPRINT] = fingerprint
+        v.write_manifest(published, manifest)
+        log.info("published version %s now records the store as version %s read it (identical "
+                 "tables): the next build over it is a no-op", published, candidate_manifest.get("version"))
 
 
 def _user() -> str:

@@ -14,6 +14,8 @@ from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import write_durably
 
 MANIFEST = "manifest.json"
+STORE_FINGERPRINT = "store_fingerprint"
+"""Manifest key: the store listing a version was built from (:mod:`topic_lineage.noop`)."""
 STATE_TABLE = "_state"
 KEEP_ENV = "TOPIC_LINEAGE_KEEP_VERSIONS"
 DEFAULT_KEEP = 5
