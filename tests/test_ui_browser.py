@@ -170,7 +170,7 @@ def airflow_server(tmp_path_factory):
     the repository's plugins, a login with a generated admin password) on a published version."""
     import tempfile
 
-    from topic_lineage.commands import airflow_cmds as ac
+    from topic_lineage.local import supervisor as ac
 
     # Outside pytest's base temp, which every pytest session resets to 0700: as root, the
     # helper's PostgreSQL runs as another user that must reach its data directory.

@@ -222,7 +222,7 @@ def step_groups(run: DemoRun) -> None:
 def step_airflow(run: DemoRun) -> None:
     """The same pipeline through Airflow: one snapshot DAG run and one build DAG run."""
     from topic_lineage import airflow as at
-    from topic_lineage.commands import airflow_cmds as ac
+    from topic_lineage.local import supervisor as ac
 
     run.stop_spark()  # the build DAG submits its own Spark application
     state = ac.setup(
@@ -298,7 +298,7 @@ def _serve(run: DemoRun) -> None:
     """Keep the broker and a local Airflow running until Ctrl-C (for the UI and backfills)."""
     import time
 
-    from topic_lineage.commands import airflow_cmds as ac
+    from topic_lineage.local import supervisor as ac
 
     state = run.airflow_state or ac.load_state()
     ac.start(state)
