@@ -200,7 +200,7 @@ def build_and_publish_groups(spark, tmp_path, version: str, *, real_gate: bool =
     publish. Returns the real gate's result (or ``None``)."""
     from gate_support import pass_gate
 
-    from spark_jobs.build import build_version
+    from topic_lineage.scd.build import build_version
     from topic_lineage import store
     from topic_lineage import warehouse as wh
 

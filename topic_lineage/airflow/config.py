@@ -22,7 +22,7 @@ from topic_lineage.errors import TopicLineageError
 
 # One logger for every task of the package, under the name task logs and log configurations
 # have always shown (the module it was named after is now this package).
-log = logging.getLogger("topic_lineage.airflow_tasks")
+log = logging.getLogger("topic_lineage.airflow")
 
 CLUSTERS_VARIABLE = "topic_lineage_clusters"
 ARCHIVE_VARIABLE = "topic_lineage_archive_dir"

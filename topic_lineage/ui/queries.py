@@ -21,7 +21,7 @@ GROUP_INCARNATIONS = tables.GROUP_INCARNATIONS
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Timestamps leave DuckDB as epoch microseconds, so no Python timezone library is involved.
-_TIMESTAMP_COLUMNS = ("valid_from", "valid_to", "first_seen_at", "last_seen_at", "deleted_at")
+_TIMESTAMP_COLUMNS = (tables.VALID_FROM, tables.VALID_TO, tables.FIRST_SEEN_AT, tables.LAST_SEEN_AT, tables.DELETED_AT)
 _VERSION_SELECT = (
     "incarnation_key, cluster_id, cluster_alias, topic_id, topic_uuid, topic_name, version, "
     "change_type, partition_count, replication_factor, is_internal, is_current, "
@@ -166,7 +166,7 @@ def search(cursor, query: str, cluster_id: str | None = None) -> dict[str, Any]:
     )
     for row in rows:
         row.pop("id_match")
-        row["last_seen_at"] = iso(row["last_seen_at"])
+        row[tables.LAST_SEEN_AT] = iso(row[tables.LAST_SEEN_AT])
     return {
         "query": text,
         "topic_id": topic_id,
@@ -179,43 +179,43 @@ def search(cursor, query: str, cluster_id: str | None = None) -> dict[str, Any]:
 def _incarnation(versions: list[dict[str, Any]]) -> dict[str, Any]:
     """One incarnation's summary from its version rows (sorted by version)."""
     first, last = versions[0], versions[-1]
-    ids = [v["topic_id"] for v in versions if v["topic_id"]]
+    ids = [v[tables.TOPIC_ID] for v in versions if v[tables.TOPIC_ID]]
     topic_id = ids[-1] if ids else None
     uuids = [v["topic_uuid"] for v in versions if v["topic_uuid"]]
     topic_uuid = uuids[-1] if uuids else (rfc4122(topic_id) if topic_id else None)
     deleted_at = max(
-        (v["deleted_at"] for v in versions if v["deleted_at"] is not None), default=None
+        (v[tables.DELETED_AT] for v in versions if v[tables.DELETED_AT] is not None), default=None
     )
     partitions = []
     for v in versions:
-        if not partitions or partitions[-1]["partition_count"] != v["partition_count"]:
-            partitions.append({"at": iso(v["valid_from"]), "partition_count": v["partition_count"]})
+        if not partitions or partitions[-1]["partition_count"] != v[tables.PARTITION_COUNT]:
+            partitions.append({"at": iso(v[tables.VALID_FROM]), "partition_count": v[tables.PARTITION_COUNT]})
     return {
-        "incarnation_key": first["incarnation_key"],
-        "cluster_id": first["cluster_id"],
+        "incarnation_key": first[tables.INCARNATION_KEY],
+        "cluster_id": first[tables.CLUSTER_ID],
         "cluster_alias": last["cluster_alias"],
         "topic_id": topic_id,
         "topic_uuid": topic_uuid,
-        "created_name": first["topic_name"],
-        "current_name": last["topic_name"],
-        "first_seen_at": iso(min(v["first_seen_at"] for v in versions)),
-        "last_seen_at": iso(max(v["last_seen_at"] for v in versions)),
+        "created_name": first[tables.TOPIC_NAME],
+        "current_name": last[tables.TOPIC_NAME],
+        "first_seen_at": iso(min(v[tables.FIRST_SEEN_AT] for v in versions)),
+        "last_seen_at": iso(max(v[tables.LAST_SEEN_AT] for v in versions)),
         "deleted_at": iso(deleted_at),
-        "is_live": any(v["is_current"] for v in versions),
-        "has_reappeared": any(v["change_type"] == "reappeared" for v in versions),
+        "is_live": any(v[tables.IS_CURRENT] for v in versions),
+        "has_reappeared": any(v[tables.CHANGE_TYPE] == "reappeared" for v in versions),
         "partition_history": partitions,
         "versions": [
             {
-                "version": v["version"],
-                "change_type": v["change_type"],
-                "topic_name": v["topic_name"],
-                "topic_id": v["topic_id"],
-                "partition_count": v["partition_count"],
+                "version": v[tables.VERSION],
+                "change_type": v[tables.CHANGE_TYPE],
+                "topic_name": v[tables.TOPIC_NAME],
+                "topic_id": v[tables.TOPIC_ID],
+                "partition_count": v[tables.PARTITION_COUNT],
                 "replication_factor": v["replication_factor"],
                 "is_internal": v["is_internal"],
-                "valid_from": iso(v["valid_from"]),
-                "valid_to": iso(v["valid_to"]),
-                "is_current": v["is_current"],
+                "valid_from": iso(v[tables.VALID_FROM]),
+                "valid_to": iso(v[tables.VALID_TO]),
+                "is_current": v[tables.IS_CURRENT],
             }
             for v in versions
         ],
@@ -243,7 +243,7 @@ def timeline(cursor, name: str, cluster_id: str | None = None) -> list[dict[str,
     )
     by_cluster: dict[str, dict[str, list]] = {}
     for row in rows:
-        by_cluster.setdefault(row["cluster_id"], {}).setdefault(row["incarnation_key"], []).append(
+        by_cluster.setdefault(row[tables.CLUSTER_ID], {}).setdefault(row[tables.INCARNATION_KEY], []).append(
             row
         )
     groups = _groups(cursor, name, cluster_id)
@@ -251,7 +251,7 @@ def timeline(cursor, name: str, cluster_id: str | None = None) -> list[dict[str,
     for cluster, incarnations in by_cluster.items():
         summaries = sorted(
             (_incarnation(versions) for versions in incarnations.values()),
-            key=lambda inc: (inc["first_seen_at"], inc["incarnation_key"]),
+            key=lambda inc: (inc[tables.FIRST_SEEN_AT], inc[tables.INCARNATION_KEY]),
         )
         for ordinal, summary in enumerate(summaries, start=1):
             summary["ordinal"] = ordinal
@@ -265,9 +265,9 @@ def timeline(cursor, name: str, cluster_id: str | None = None) -> list[dict[str,
                 "incarnations": summaries,
                 "recreations": len(summaries) - 1,
                 "span": {
-                    "start": min(s["first_seen_at"] for s in summaries),
+                    "start": min(s[tables.FIRST_SEEN_AT] for s in summaries),
                     "end": _newest_snapshot(cursor, cluster)
-                    or max(s["deleted_at"] or s["last_seen_at"] for s in summaries),
+                    or max(s[tables.DELETED_AT] or s[tables.LAST_SEEN_AT] for s in summaries),
                 },
             }
         )
@@ -311,11 +311,11 @@ def _groups(cursor, name: str, cluster_id: str | None) -> dict[tuple[str, str], 
     )
     by_incarnation: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
-        by_incarnation.setdefault((row["cluster_id"], row["incarnation_key"]), []).append(
+        by_incarnation.setdefault((row[tables.CLUSTER_ID], row[tables.INCARNATION_KEY]), []).append(
             {
                 "group_id": row["group_id"],
-                "first_seen_at": iso(row["first_seen_at"]),
-                "last_seen_at": iso(row["last_seen_at"]),
+                "first_seen_at": iso(row[tables.FIRST_SEEN_AT]),
+                "last_seen_at": iso(row[tables.LAST_SEEN_AT]),
                 "max_committed_offset": row["max_committed_offset"],
                 "carried_offset": row["carried_offset"],
             }

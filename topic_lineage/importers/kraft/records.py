@@ -54,7 +54,7 @@ _KNOWN_VERSIONS = {TOPIC_RECORD: 0, PARTITION_RECORD: 2, PARTITION_CHANGE_RECORD
                    REMOVE_TOPIC_RECORD: 0}
 
 # The logger keeps the name it had before the package split (log configurations name it).
-log = logging.getLogger("topic_lineage.importers.kraft_log")
+log = logging.getLogger("topic_lineage.importers.kraft")
 _WARNED: set[tuple[int, int]] = set()
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
