@@ -200,9 +200,9 @@ def build_and_publish_groups(spark, tmp_path, version: str, *, real_gate: bool =
     publish. Returns the real gate's result (or ``None``)."""
     from gate_support import pass_gate
 
-    from topic_lineage.scd.build import build_version
     from topic_lineage import store
     from topic_lineage import warehouse as wh
+    from topic_lineage.scd.build import build_version
 
     source = tmp_path / "snapshots.jsonl"
     source.write_text("".join(json.dumps(line) + "\n" for line in SNAPSHOTS_WITH_GROUPS))
