@@ -142,6 +142,9 @@ class GroupCapture:
         if fault_set("fail", "groups"):  # fault point: a broker refusing ListGroups
             log.warning("fault fail@groups: the consumer group listing fails")
             return [], False
+        if self.remaining() <= 0:  # the capture's deadline passed before the groups' turn
+            log.warning("no time left to list consumer groups: group information is incomplete")
+            return [], False
         future = self.admin.list_consumer_groups(request_timeout=self._timeout())
         self._wait([future])
         if not future.done():
