@@ -64,7 +64,7 @@ def _checkout_folder(name: str, marker: str) -> Path:
 
 
 def dags_folder() -> Path:
-    return _checkout_folder("dags", f"{at.SNAPSHOT_DAG_ID}.py")
+    return _checkout_folder("dags", "topic_lineage.py")
 
 
 def plugins_folder() -> Path:
