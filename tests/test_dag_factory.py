@@ -57,6 +57,8 @@ def test_defaults_are_the_dags_of_dags_folder(home):
     for dag_id, dag in dags.items():
         assert dag.dag_id == dag_id
         assert _shape(dag) == _shape(bag.dags[dag_id])
+        # the DAG file (re-parsed by task processes) is the user's, not the package's module
+        assert bag.dags[dag_id].fileloc == str(REPO / "dags" / "topic_lineage.py")
     assert dags["kafka_topic_snapshot"].timetable.expression == "*/15 * * * *"
     assert dags["topic_incarnations"].timetable.timetable.expression == "0 0 * * *"  # @daily
     assert dags["topic_incarnations"].get_task("build")._conn_id == "spark_default"
