@@ -644,7 +644,7 @@ def test_plugin_requires_an_airflow_login(tl_home, tmp_path):
         "TOPIC_LINEAGE_HOME": str(tl_home),
     }
     done = subprocess.run(
-        [sys.executable, "-c", PLUGIN_CHECK, str(REPO / "plugins" / "topic_lineage_plugin.py")],
+        [sys.executable, "-c", PLUGIN_CHECK, str(REPO / "topic_lineage" / "ui" / "plugin.py")],
         check=False, env=env, capture_output=True, text=True, timeout=300,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]

@@ -1,7 +1,12 @@
 """What the Airflow DAGs do, kept out of the DAG files so it can be imported and unit-tested.
 
-The DAG files in ``dags/`` are thin: they declare schedules, tasks and assets and call the
-functions here. Nothing in this package imports Spark, Great Expectations or confluent-kafka at
+A DAG file is two lines (``dags/topic_lineage.py``)::
+
+    from topic_lineage.airflow import topic_lineage_dags
+    globals().update(topic_lineage_dags())
+
+:func:`topic_lineage_dags` (in :mod:`.dags`, imported on first call) declares both DAGs'
+schedules, tasks and assets and calls the functions here. Nothing in this package imports Spark, Great Expectations or confluent-kafka at
 import time (DAG files import it while being parsed); Airflow itself is imported only inside the
 functions that need a running task, and by :mod:`topic_lineage.airflow.operators` (imported by
 the DAG files only, never here).
@@ -11,7 +16,9 @@ the DAG files only, never here).
 * :mod:`.capture`: the snapshot task (on time, late, backfill; capture + store, archive ingest);
 * :mod:`.build`: plan, no-op, prepare and build a version (Spark Connect or spark-submit);
 * :mod:`.publish`: validate (the gate's log lines), publish, health;
-* :mod:`.operators`: the operators of the incarnations DAG.
+* :mod:`.operators`: the operators of the incarnations DAG;
+* :mod:`.dags`: the two DAGs, built by :func:`topic_lineage_dags` (its options:
+  :class:`DagOptions`).
 
 Inside this package ``airflow`` is always Airflow itself (absolute imports only).
 """
@@ -57,6 +64,7 @@ from topic_lineage.airflow.config import (
     SPARK_CONN_ID,
     TAGS,
     ClusterSpec,
+    DagOptions,
     OrchestrationError,
     build_cron,
     capture_groups_enabled,
@@ -97,6 +105,7 @@ __all__ = [
     "TAGS",
     "CaptureDecision",
     "ClusterSpec",
+    "DagOptions",
     "OrchestrationError",
     "airflow_base_url",
     "build_application",
@@ -125,5 +134,14 @@ __all__ = [
     "snapshot_event_extra",
     "snapshots_asset_uri",
     "table_asset_uri",
+    "topic_lineage_dags",
     "validate_version",
 ]
+
+
+def topic_lineage_dags(**options):
+    """``{dag_id: DAG}`` of ``kafka_topic_snapshot`` and ``topic_incarnations``; options:
+    :class:`DagOptions` (an unknown one raises ``TypeError``). Imports Airflow on call."""
+    from topic_lineage.airflow.dags import topic_lineage_dags as build
+
+    return build(**options)

@@ -133,8 +133,13 @@ def snapshot_event_extra(snapshot, stored: bool, source: str) -> dict[str, Any]:
     }
 
 
-def run_snapshot_task(cluster: Mapping[str, str], context: Mapping[str, Any]) -> dict[str, Any]:
+def run_snapshot_task(
+    cluster: Mapping[str, str], context: Mapping[str, Any], *, archive_dir: str | None = None
+) -> dict[str, Any]:
     """Body of one mapped ``capture`` task: decide, then capture + store (or ingest, or skip).
+
+    ``archive_dir``: the archive of old snapshots; ``None`` = the Variable
+    ``topic_lineage_archive_dir``, read now.
 
     Returns the asset-event metadata (also set on the task's outlet event). Raises
     ``AirflowSkipException`` for a run that must not capture, and lets
@@ -147,7 +152,8 @@ def run_snapshot_task(cluster: Mapping[str, str], context: Mapping[str, Any]) ->
     dag_run = context["dag_run"]
     start = context.get("data_interval_start")
     end = context.get("data_interval_end")
-    archive_dir = (Variable.get(ARCHIVE_VARIABLE, default=None) or "").strip() or None
+    if archive_dir is None:
+        archive_dir = (Variable.get(ARCHIVE_VARIABLE, default=None) or "").strip() or None
     decision = decide_capture(
         run_type=dag_run.run_type,
         interval_start=start,

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from topic_lineage.errors import TopicLineageError
@@ -99,15 +103,18 @@ class ClusterSpec:
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
-def parse_clusters(raw: Any) -> list[ClusterSpec]:
+def parse_clusters(
+    raw: Any, *, default_conn_id: str = DEFAULT_KAFKA_CONN_ID, where: str | None = None
+) -> list[ClusterSpec]:
     """The cluster list from the Variable's value (JSON text or a decoded list); ``None`` = default.
 
     Refuses anything ambiguous (duplicate aliases, missing fields) with a message that names the
     Variable, because a silently dropped cluster would look like a cluster with no topics.
+    ``default_conn_id`` is the connection of the default cluster and of items without one.
     """
-    where = f"Airflow Variable {CLUSTERS_VARIABLE!r}"
+    where = where or f"Airflow Variable {CLUSTERS_VARIABLE!r}"
     if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return [ClusterSpec(**c) for c in DEFAULT_CLUSTERS]
+        return [ClusterSpec(c["alias"], default_conn_id) for c in DEFAULT_CLUSTERS]
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -130,7 +137,7 @@ def parse_clusters(raw: Any) -> list[ClusterSpec]:
             raise OrchestrationError(
                 f"{where}: item {index} has no valid alias (1-100 characters of A-Z a-z 0-9 . _ -)"
             )
-        conn_id = item.get("conn_id", DEFAULT_KAFKA_CONN_ID)
+        conn_id = item.get("conn_id", default_conn_id)
         if not isinstance(conn_id, str) or not conn_id.strip():
             raise OrchestrationError(f"{where}: item {index} ({alias}) has an empty conn_id")
         clusters.append(ClusterSpec(alias, conn_id))
@@ -141,12 +148,17 @@ def parse_clusters(raw: Any) -> list[ClusterSpec]:
     return clusters
 
 
-def resolve_clusters() -> list[dict[str, str]]:
-    """The configured clusters as plain dicts (the values the capture task is mapped over)."""
-    from airflow.sdk import Variable
+def resolve_clusters(
+    clusters: Sequence[ClusterSpec] | None = None, *, default_conn_id: str = DEFAULT_KAFKA_CONN_ID
+) -> list[dict[str, str]]:
+    """The configured clusters as plain dicts (the values the capture task is mapped over): the
+    given ones (option ``clusters`` of :func:`topic_lineage.airflow.topic_lineage_dags`), else
+    the Variable's, read now."""
+    if clusters is None:
+        from airflow.sdk import Variable
 
-    raw = Variable.get(CLUSTERS_VARIABLE, default=None)
-    clusters = parse_clusters(raw)
+        raw = Variable.get(CLUSTERS_VARIABLE, default=None)
+        clusters = parse_clusters(raw, default_conn_id=default_conn_id)
     log.info("snapshotting %d cluster(s): %s", len(clusters), ", ".join(c.alias for c in clusters))
     return [c.to_dict() for c in clusters]
 
@@ -164,3 +176,90 @@ def kafka_config(conn_id: str) -> dict[str, Any]:
             '{"bootstrap.servers": "broker:9092"}'
         ) from None
 
+
+
+# --- options of the DAG factory ----------------------------------------------------------------
+@dataclass(frozen=True)
+class DagOptions:
+    """The options of :func:`topic_lineage.airflow.topic_lineage_dags`; ``None`` = today's
+    behaviour (the ``[topic_lineage]`` config, the Variables and connections, read where and when
+    they always were)."""
+
+    snapshot_schedule: str | None = None
+    """cron of ``kafka_topic_snapshot``; default ``[topic_lineage] snapshot_schedule``."""
+    build_schedule: str | None = None
+    """cron of ``topic_incarnations``' time-based runs; default ``[topic_lineage] build_schedule``."""
+    clusters: tuple[ClusterSpec, ...] | None = None
+    """the clusters to snapshot; default the Variable ``topic_lineage_clusters`` at run time."""
+    kafka_conn_id: str = DEFAULT_KAFKA_CONN_ID
+    """connection of the default cluster and of cluster items without ``conn_id``."""
+    spark_conn_id: str = SPARK_CONN_ID
+    """the Spark connection of the ``build`` task's spark-submit."""
+    spark_master: str | None = None
+    """the master of that spark-submit instead of the connection's host (e.g. ``local[4]``)."""
+    spark_connect_url: str | None = None
+    """build on this Spark Connect server (``sc://host:port``) instead of spark-submit."""
+    archive_dir: str | None = None
+    """archive of old snapshots for backfills; default the Variable ``topic_lineage_archive_dir``."""
+    home: str | None = None
+    """``TOPIC_LINEAGE_HOME`` of the DAGs' tasks and assets; default the environment's."""
+
+    @classmethod
+    def from_kwargs(cls, options: Mapping[str, Any]) -> DagOptions:
+        """Validated options; an unknown name raises ``TypeError`` naming it."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(
+                f"topic_lineage_dags() got unknown option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        values = {k: v for k, v in options.items() if v is not None}
+        for name in ("snapshot_schedule", "build_schedule", "kafka_conn_id", "spark_conn_id",
+                     "spark_master", "spark_connect_url"):
+            if name in values and (not isinstance(values[name], str) or not values[name].strip()):
+                raise TypeError(f"topic_lineage_dags(): {name} must be a non-empty string")
+        for name in ("archive_dir", "home"):
+            if name in values:
+                if not isinstance(values[name], str | os.PathLike):
+                    raise TypeError(f"topic_lineage_dags(): {name} must be a path")
+                values[name] = str(Path(values[name]).expanduser())
+        if "clusters" in values:
+            raw = values["clusters"]
+            if isinstance(raw, str) or not isinstance(raw, Sequence):
+                raise TypeError("topic_lineage_dags(): clusters must be a list of {alias, conn_id}")
+            raw = [c.to_dict() if isinstance(c, ClusterSpec) else c for c in raw]
+            values["clusters"] = tuple(parse_clusters(
+                raw, default_conn_id=values.get("kafka_conn_id", DEFAULT_KAFKA_CONN_ID),
+                where="topic_lineage_dags(clusters=...)",
+            ))
+        return cls(**values)
+
+    def environment(self) -> dict[str, str]:
+        """The environment variables these options set for a task (and its spark-submit)."""
+        from topic_lineage.local.spark_server import REMOTE_ENV
+        from topic_lineage.tables import HOME_ENV
+
+        env = {}
+        if self.home:
+            env[HOME_ENV] = self.home
+        if self.spark_connect_url:
+            env[REMOTE_ENV] = self.spark_connect_url
+        return env
+
+
+@contextmanager
+def options_environment(options: DagOptions | None) -> Iterator[None]:
+    """Set :meth:`DagOptions.environment` in ``os.environ`` for the duration (a task's body, or
+    the parsing of asset URIs), then restore it."""
+    env = options.environment() if options is not None else {}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

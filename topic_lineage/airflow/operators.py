@@ -15,7 +15,7 @@ from topic_lineage.airflow.build import (
     plan_version,
     prepare_build,
 )
-from topic_lineage.airflow.config import SPARK_CONN_ID
+from topic_lineage.airflow.config import SPARK_CONN_ID, DagOptions, options_environment
 
 
 class PlanOperator(BaseOperator, SkipMixin):
@@ -25,7 +25,15 @@ class PlanOperator(BaseOperator, SkipMixin):
     scheduler starts no task process for ``build``, ``validate``, ``publish`` (nor ``health``
     unless the published version's gate warned)."""
 
+    def __init__(self, *, options: DagOptions | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.topic_lineage_options = options
+
     def execute(self, context: Any) -> str:
+        with options_environment(self.topic_lineage_options):
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> str:
         version = plan_version(context["run_id"], context["dag_run"].run_type)
         follow = noop_run(version)
         if follow is None:
@@ -46,14 +54,35 @@ class BuildVersionOperator(SparkSubmitOperator):
     version left by a killed attempt is removed first, a finished one is not built twice.
     """
 
-    def __init__(self, *, version: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("conn_id", SPARK_CONN_ID)
+    def __init__(
+        self, *, version: Any, options: DagOptions | None = None, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("conn_id", options.spark_conn_id if options else SPARK_CONN_ID)
         kwargs.setdefault("name", "topic-lineage-build")
         super().__init__(
             application=build_application(), application_args=["--version-id", version], **kwargs
         )
+        self.topic_lineage_options = options
+
+    def _get_hook(self):
+        """The provider's hook; with the option ``spark_master``, submitting to that master
+        instead of the connection's host."""
+        hook = super()._get_hook()
+        master = self.topic_lineage_options and self.topic_lineage_options.spark_master
+        if master:
+            hook._connection["master"] = master
+            hook._is_yarn = "yarn" in master
+            hook._is_yarn_cluster_mode = hook._is_yarn and hook._connection["deploy_mode"] == "cluster"
+            hook._is_kubernetes = "k8s" in master
+        return hook
 
     def execute(self, context: Any) -> None:
+        # TOPIC_LINEAGE_HOME / the Spark Connect URL of the options, for this process and the
+        # spark-submit it starts (which inherits the environment).
+        with options_environment(self.topic_lineage_options):
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> None:
         version = str(self.application_args[1])
         if not prepare_build(version):
             return None

@@ -34,6 +34,7 @@ from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import pid_alive, write_durably
 from topic_lineage.local import postgres as pg
+from topic_lineage.local.db_check import LOCAL_SETTINGS
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
 STATE_FILE = "topic-lineage-airflow.json"
@@ -64,7 +65,7 @@ def _checkout_folder(name: str, marker: str) -> Path:
 
 
 def dags_folder() -> Path:
-    return _checkout_folder("dags", f"{at.SNAPSHOT_DAG_ID}.py")
+    return _checkout_folder("dags", "topic_lineage.py")
 
 
 def plugins_folder() -> Path:
@@ -111,6 +112,24 @@ def _save_state(state: dict) -> None:
     # Files the `airflow` CLI reads through AIRFLOW__..._CMD (see cmd_env), one secret each.
     _write_private(airflow_home() / SECRETS_DIR / "sql_alchemy_conn", _database_url(state))
     _write_private(airflow_home() / SECRETS_DIR / "fernet_key", state["fernet_key"])
+    write_local_settings()
+
+
+def local_settings_path() -> Path:
+    """``$AIRFLOW_HOME/config/airflow_local_settings.py``, imported by every Airflow process of
+    the deployment (Airflow puts ``$AIRFLOW_HOME/config`` on ``sys.path``)."""
+    return airflow_home() / "config" / "airflow_local_settings.py"
+
+
+def write_local_settings() -> Path:
+    """The local settings that make an ``airflow`` command say, in one line, to run
+    ``topic-lineage airflow start`` when the deployment's PostgreSQL is stopped
+    (:mod:`topic_lineage.local.db_check`)."""
+    path = local_settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != LOCAL_SETTINGS:
+        write_durably(path, LOCAL_SETTINGS)
+    return path
 
 
 def _database_url(state: dict) -> str:
@@ -354,6 +373,7 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
         )
     logs = airflow_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    write_local_settings()  # a home set up before it existed gets it too
     _start_database(state)  # left running for the components; stop() ends it
     env = _full_env(state)
     binary = str(Path(sys.executable).parent / "airflow")

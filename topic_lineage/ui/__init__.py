@@ -1,7 +1,8 @@
 """The topic lineage page: a small FastAPI app over the published tables (served by Airflow).
 
-``topic_lineage.ui.app.create_app`` builds the app; ``plugins/topic_lineage_plugin.py`` mounts
-it in the Airflow api-server under ``/topic-lineage`` behind Airflow's own authentication.
+``topic_lineage.ui.app.create_app`` builds the app; ``topic_lineage.ui.plugin`` (an Airflow
+plugin, registered by entry point) mounts it in the Airflow api-server under ``/topic-lineage``
+behind Airflow's own authentication.
 """
 
 URL_PREFIX = "/topic-lineage"

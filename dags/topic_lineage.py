@@ -1,0 +1,3 @@
+from topic_lineage.airflow import topic_lineage_dags
+
+globals().update(topic_lineage_dags())
