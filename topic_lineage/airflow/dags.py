@@ -93,6 +93,18 @@ def topic_lineage_dags(**options: Any) -> dict[str, DAG]:
     return {snapshot.dag_id: snapshot, incarnations.dag_id: incarnations}
 
 
+def _retrying(retries: int, *, first: timedelta, most: timedelta, timeout: timedelta) -> dict:
+    """Both DAGs' task defaults: owned by topic-lineage, retried with exponential backoff."""
+    return {
+        "owner": c.OWNER,
+        "retries": retries,
+        "retry_delay": first,
+        "retry_exponential_backoff": True,
+        "max_retry_delay": most,
+        "execution_timeout": timeout,
+    }
+
+
 def snapshot_dag(opts: c.DagOptions, snapshots: Asset) -> DAG:
     @dag(
         dag_id=c.SNAPSHOT_DAG_ID,
@@ -103,14 +115,8 @@ def snapshot_dag(opts: c.DagOptions, snapshots: Asset) -> DAG:
         catchup=False,
         max_active_runs=1,
         dagrun_timeout=timedelta(minutes=30),
-        default_args={
-            "owner": c.OWNER,
-            "retries": 3,
-            "retry_delay": timedelta(seconds=30),
-            "retry_exponential_backoff": True,
-            "max_retry_delay": timedelta(minutes=5),
-            "execution_timeout": timedelta(minutes=10),
-        },
+        default_args=_retrying(3, first=timedelta(seconds=30), most=timedelta(minutes=5),
+                               timeout=timedelta(minutes=10)),
         tags=[*c.TAGS, "snapshot"],
         doc_md=SNAPSHOT_DOC,
     )
@@ -144,14 +150,8 @@ def incarnations_dag(opts: c.DagOptions, snapshots: Asset, table_assets: list[As
         catchup=False,
         max_active_runs=1,
         dagrun_timeout=timedelta(hours=2),
-        default_args={
-            "owner": c.OWNER,
-            "retries": 2,
-            "retry_delay": timedelta(minutes=1),
-            "retry_exponential_backoff": True,
-            "max_retry_delay": timedelta(minutes=10),
-            "execution_timeout": timedelta(hours=1),
-        },
+        default_args=_retrying(2, first=timedelta(minutes=1), most=timedelta(minutes=10),
+                               timeout=timedelta(hours=1)),
         tags=[*c.TAGS, "spark", "scd2"],
         doc_md=INCARNATIONS_DOC,
     )
