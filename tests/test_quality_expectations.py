@@ -180,20 +180,6 @@ def expected_name(case: str) -> str:
     return case.split("#")[0]
 
 
-@pytest.fixture(scope="module")
-def incarnation_verdicts(spark, module_home):
-    return failures_by_case(spark, t.TOPIC_INCARNATIONS, INCARNATION_CASES)
-
-
-@pytest.mark.parametrize("case", list(INCARNATION_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_incarnation_expectation_passes_and_fails(incarnation_verdicts, case):
-    """Each gate-list invariant on topic_incarnations: healthy rows pass, a violation fails
-    exactly that expectation."""
-    by_case, failed_on_passing_rows = incarnation_verdicts
-    assert failed_on_passing_rows == set()
-    assert by_case[case] == {expected_name(case)}
-
-
 # --- snapshot_runs --------------------------------------------------------------------------------
 RUN_CASES = {
     s.SNAPSHOTS_UNIQUE: (
@@ -216,19 +202,6 @@ RUN_CASES = {
         [snapshot_run(topic_count=10, error_topic_count=6)],
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def run_verdicts(spark, module_home):
-    return failures_by_case(spark, t.SNAPSHOT_RUNS, RUN_CASES)
-
-
-@pytest.mark.parametrize("name", list(RUN_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_snapshot_run_expectation_passes_and_fails(run_verdicts, name):
-    """Each invariant on snapshot_runs: healthy runs pass, a violation fails exactly it."""
-    by_case, failed_on_passing_rows = run_verdicts
-    assert failed_on_passing_rows == set()
-    assert by_case[name] == {name}
 
 
 def test_freshness_is_judged_per_cluster(spark, tl_home):
@@ -280,19 +253,6 @@ SNAPSHOT_CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def snapshot_verdicts(spark, module_home):
-    return failures_by_case(spark, t.TOPIC_SNAPSHOTS, SNAPSHOT_CASES)
-
-
-@pytest.mark.parametrize("name", list(SNAPSHOT_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_topic_snapshot_expectation_passes_and_fails(snapshot_verdicts, name):
-    """Observed IDs are canonical and never reserved."""
-    by_case, failed_on_passing_rows = snapshot_verdicts
-    assert failed_on_passing_rows == set()
-    assert by_case[name] == {name}
-
-
 def test_shared_id_failure_names_both_names_and_the_id(spark, tl_home):
     """Contract, "Shared IDs": the gate refuses to publish, naming both names and the ID."""
     rows = [topic_snapshot(), topic_snapshot(topic_name="orders-copy")]
@@ -331,19 +291,6 @@ GROUP_OFFSET_CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def group_offset_verdicts(spark, module_home):
-    return failures_by_case(spark, t.GROUP_OFFSETS, GROUP_OFFSET_CASES)
-
-
-@pytest.mark.parametrize("case", list(GROUP_OFFSET_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_group_offset_expectation_passes_and_fails(group_offset_verdicts, case):
-    """Each invariant on group_offsets (R8): healthy rows pass, a violation fails exactly it."""
-    by_case, failed_on_passing_rows = group_offset_verdicts
-    assert failed_on_passing_rows == set()
-    assert by_case[case] == {expected_name(case)}
-
-
 GROUP_INCARNATION_CASES = {
     s.GROUP_INCARNATIONS_UNIQUE: (
         [group_incarnation(), group_incarnation(group_id="etl"),
@@ -365,20 +312,6 @@ GROUP_INCARNATION_CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def group_incarnation_verdicts(spark, module_home):
-    return failures_by_case(spark, t.GROUP_INCARNATIONS, GROUP_INCARNATION_CASES)
-
-
-@pytest.mark.parametrize("case", list(GROUP_INCARNATION_CASES), ids=lambda n: n.replace(" ", "-"))
-def test_group_incarnation_expectation_passes_and_fails(group_incarnation_verdicts, case):
-    """Each invariant on group_incarnations (R8, R9): healthy rows pass, a violation fails
-    exactly it."""
-    by_case, failed_on_passing_rows = group_incarnation_verdicts
-    assert failed_on_passing_rows == set()
-    assert by_case[case] == {expected_name(case)}
-
-
 def test_carried_position_warns_naming_group_topic_and_incarnation_and_passes(spark, tl_home):
     """R9: a carried position is a warning, never a block, and the report names the cluster,
     the group, the topic and the incarnation."""
@@ -396,10 +329,45 @@ def test_carried_position_warns_naming_group_topic_and_incarnation_and_passes(sp
         assert part in text
 
 
+# --- every case of every table ---------------------------------------------------------------------
+CASES = {
+    t.TOPIC_INCARNATIONS: INCARNATION_CASES,
+    t.SNAPSHOT_RUNS: RUN_CASES,
+    t.TOPIC_SNAPSHOTS: SNAPSHOT_CASES,
+    t.GROUP_OFFSETS: GROUP_OFFSET_CASES,
+    t.GROUP_INCARNATIONS: GROUP_INCARNATION_CASES,
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts(spark, module_home):
+    """``table -> failures_by_case(...)``: each table's cases validated once, together."""
+    done: dict[str, tuple[dict, set]] = {}
+
+    def of(table: str) -> tuple[dict, set]:
+        if table not in done:
+            done[table] = failures_by_case(spark, table, CASES[table])
+        return done[table]
+
+    return of
+
+
+@pytest.mark.parametrize(
+    ("table", "case"), [(table, case) for table, cases in CASES.items() for case in cases],
+    ids=lambda value: value.replace(" ", "-"),
+)
+def test_expectation_passes_and_fails(verdicts, table, case):
+    """Each invariant of each suite (the gate list on topic_incarnations, snapshot_runs,
+    topic_snapshots, and R8/R9 on the group tables): healthy rows pass, a violation fails
+    exactly that expectation."""
+    by_case, failed_on_passing_rows = verdicts(table)
+    assert failed_on_passing_rows == set()
+    assert by_case[case] == {expected_name(case)}
+
+
 def test_every_expectation_has_a_case():
     """No expectation of any suite is left without a passing and a failing case here."""
-    covered = {expected_name(case) for case in (*INCARNATION_CASES, *RUN_CASES, *SNAPSHOT_CASES,
-                                                *GROUP_OFFSET_CASES, *GROUP_INCARNATION_CASES)}
+    covered = {expected_name(case) for cases in CASES.values() for case in cases}
     every = {name for table in t.TABLES for name in s.expectation_names(table)}
     assert covered == every
 
