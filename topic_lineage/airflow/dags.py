@@ -93,6 +93,14 @@ def topic_lineage_dags(**options: Any) -> dict[str, DAG]:
     return {snapshot.dag_id: snapshot, incarnations.dag_id: incarnations}
 
 
+_ONE_RUN_AT_A_TIME = {
+    "start_date": datetime(2026, 1, 1, tzinfo=UTC),
+    "catchup": False,  # a run never captures or builds for a past interval by itself
+    "max_active_runs": 1,
+}
+"""What both DAGs share besides their task defaults (:func:`_retrying`)."""
+
+
 def _retrying(retries: int, *, first: timedelta, most: timedelta, timeout: timedelta) -> dict:
     """Both DAGs' task defaults: owned by topic-lineage, retried with exponential backoff."""
     return {
@@ -111,9 +119,7 @@ def snapshot_dag(opts: c.DagOptions, snapshots: Asset) -> DAG:
         schedule=CronDataIntervalTimetable(
             opts.snapshot_schedule or c.snapshot_cron(), timezone="UTC"
         ),
-        start_date=datetime(2026, 1, 1, tzinfo=UTC),
-        catchup=False,
-        max_active_runs=1,
+        **_ONE_RUN_AT_A_TIME,
         dagrun_timeout=timedelta(minutes=30),
         default_args=_retrying(3, first=timedelta(seconds=30), most=timedelta(minutes=5),
                                timeout=timedelta(minutes=10)),
@@ -146,9 +152,7 @@ def incarnations_dag(opts: c.DagOptions, snapshots: Asset, table_assets: list[As
             ),
             assets=[snapshots],
         ),
-        start_date=datetime(2026, 1, 1, tzinfo=UTC),
-        catchup=False,
-        max_active_runs=1,
+        **_ONE_RUN_AT_A_TIME,
         dagrun_timeout=timedelta(hours=2),
         default_args=_retrying(2, first=timedelta(minutes=1), most=timedelta(minutes=10),
                                timeout=timedelta(hours=1)),
