@@ -20,6 +20,7 @@ if __package__ in (None, ""):  # run by spark-submit as a file: the package live
 
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.noop import HOLD_MIN_ENV, HOLD_RATIO_ENV
+from topic_lineage.scd.hold import DEFAULT_MIN_COUNT, DEFAULT_RATIO
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version-id", help="name of the version to write (default: time-based)")
     parser.add_argument("--full-refresh", action="store_true", help="recompute everything")
     parser.add_argument("--base-version", help="incremental base (default: the published version)")
-    parser.add_argument("--hold-ratio", type=float, help=f"R3 ratio (default ${HOLD_RATIO_ENV} or 0.5)")
-    parser.add_argument("--hold-min", type=int, help=f"R3 minimum (default ${HOLD_MIN_ENV} or 5)")
+    parser.add_argument("--hold-ratio", type=float, help=f"R3 ratio (default ${HOLD_RATIO_ENV} or {DEFAULT_RATIO})")
+    parser.add_argument("--hold-min", type=int, help=f"R3 minimum (default ${HOLD_MIN_ENV} or {DEFAULT_MIN_COUNT})")
     parser.add_argument("--publish", action="store_true",
                         help="validate with the quality gate, then publish (never without the gate)")
     args = parser.parse_args(argv)
@@ -38,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # $TOPIC_LINEAGE_DRIVER_MEMORY takes effect when this process starts the JVM (python
     # build.py); spark-submit sets its own.
+    if args.publish:
+        from topic_lineage.pipeline import import_gate_in_background
+
+        import_gate_in_background()  # while the JVM starts and the build runs
     spark = get_spark("topic-lineage-build")
     try:
         info = build_version(

@@ -34,7 +34,8 @@ HOLD_MIN_ENV = "TOPIC_LINEAGE_HOLD_MIN"
 
 
 def hold_thresholds(ratio: float | None = None, min_count: int | None = None) -> tuple[float, int]:
-    """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN`` (0.5, 5).
+    """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN``, else
+    the defaults (:mod:`topic_lineage.scd.hold`).
 
     Read here, without pyspark, so that the no-op decision of an Airflow run imports no Spark;
     the build (``topic_lineage.scd.build.hold_policy``) reads them through this function too.
@@ -42,10 +43,11 @@ def hold_thresholds(ratio: float | None = None, min_count: int | None = None) ->
     import os
 
     from topic_lineage.errors import TopicLineageError
+    from topic_lineage.scd.hold import DEFAULT_MIN_COUNT, DEFAULT_RATIO
 
     try:
-        return (float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, "0.5")),
-                int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, "5")))
+        return (float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, DEFAULT_RATIO)),
+                int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, DEFAULT_MIN_COUNT)))
     except ValueError as exc:
         raise TopicLineageError(f"invalid mass-deletion hold threshold: {exc}") from None
 

@@ -7,6 +7,7 @@ import csv
 import json
 
 from topic_lineage import warehouse as wh
+from topic_lineage.scd import hold
 
 ENGINES = ("duckdb", "spark")
 
@@ -30,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "server when it runs, else $TOPIC_LINEAGE_SPARK_MASTER or local[*]); a master "
                    "given here never uses the server")
     p.add_argument("--hold-ratio", type=float, help="R3: hold a snapshot closing more than this share "
-                   "of live incarnations (default 0.5)")
-    p.add_argument("--hold-min", type=int, help="R3: ... and at least this many (default 5)")
+                   f"of live incarnations (default {hold.DEFAULT_RATIO})")
+    p.add_argument("--hold-min", type=int, help=f"R3: ... and at least this many (default {hold.DEFAULT_MIN_COUNT})")
     from topic_lineage.commands.quality_cmds import add_gate_options
 
     add_gate_options(p)  # quality gate thresholds (--max-age, --max-error-share)
@@ -83,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     from topic_lineage.commands.quality_cmds import gate_options
     from topic_lineage.local.spark_server import pipeline_session
-    from topic_lineage.pipeline import run_build
+    from topic_lineage.pipeline import import_gate_in_background, run_build
     from topic_lineage.scd.build import hold_policy
 
     if args.no_validate and not args.no_publish:  # before Spark starts
@@ -101,6 +102,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         if decision.noop:
             print(decision)
             return 0
+    if not args.no_validate:
+        import_gate_in_background()  # while the JVM starts and the build runs
     # The deployment's Spark Connect server when it runs (no JVM start), unless --master.
     spark, _ = pipeline_session("topic-lineage-build", master=args.master)
     try:

@@ -67,6 +67,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from topic_lineage import tables as t
+from topic_lineage.scd.hold import HoldPolicy
 
 # Internal state kept between builds: one row per identity's last observation and per name's
 # last observation, with everything derived for it.
@@ -85,34 +86,9 @@ RUNS_IN_DDL = t.SNAPSHOT_RUNS_DDL.replace("held BOOLEAN NOT NULL", "held BOOLEAN
     ", authoritative BOOLEAN"
 )
 
-INCARNATION_KEY = "incarnation_key"
-VERSION = "version"
-CHANGE_TYPE = "change_type"
-VALID_FROM = "valid_from"
-VALID_TO = "valid_to"
-IS_CURRENT = "is_current"
-FIRST_SEEN_AT = "first_seen_at"
-LAST_SEEN_AT = "last_seen_at"
-DELETED_AT = "deleted_at"
-
 _UNBOUNDED = Window.unboundedPreceding
 _FOLLOWING = Window.unboundedFollowing
 _CURRENT = Window.currentRow
-
-
-@dataclass(frozen=True)
-class HoldPolicy:
-    """R3 thresholds: hold a snapshot closing more than ``ratio`` of live incarnations and at
-    least ``min_count`` of them."""
-
-    ratio: float = 0.5
-    min_count: int = 5
-
-    def __post_init__(self):
-        if not 0 <= self.ratio < 1:
-            raise ValueError(f"hold ratio must be in [0, 1), got {self.ratio}")
-        if self.min_count < 1:
-            raise ValueError(f"hold minimum must be at least 1, got {self.min_count}")
 
 
 @dataclass(frozen=True)
@@ -228,38 +204,46 @@ _POSITIONS = ("_snapshot_pos", "_completes_upto", "_completes_before")
 _RUN_FLAGS = ("_same_run_as_prev", "_same_run_as_next")
 # What both passes start from: collapsed new observations and seeds.
 _OBSERVED = (*_OBSERVATION, "_is_seed", *_SEED_STATE, *_POSITIONS, *_RUN_FLAGS)
-# After identity resolution.
-_IDENTIFIED = (
+# After identity resolution: the ID an observation resolves to, and its identity.
+_RESOLVED = (
     *_OBSERVATION, "_is_seed", *_SEED_STATE, "_snapshot_pos", "_completes_upto",
-    "_same_run_as_next", "_resolved_id", "_identity",
+    "_same_run_as_next", "_resolved_id",
 )
-# After _gaps: what the hold counts and the closing read.
-_GAPPED = (
+_IDENTIFIED = (*_RESOLVED, "_identity")
+# What _gaps finds in the gap after each observation (R2: complete snapshots; R1: displacement).
+_GAP_EVIDENCE = ("_first_complete_after", "_second_complete_after", "_displaced_at")
+# After _gaps: what the hold counts and the closing read; an observation with its identity's
+# neighbours, then the evidence.
+_WITH_NEIGHBOURS = (
     *_OBSERVATION, "_is_seed", *_SEED_STATE, "_snapshot_pos", "_same_run_as_next",
     "_run_interior_end_pos", "_resolved_id", "_identity", "_is_name_only_seed",
     "_identity_prev_seen_at", "_identity_next_seen_at", "_is_last_of_name",
-    "_first_complete_after", "_second_complete_after", "_displaced_at",
 )
-# After _close_gaps: what the versions read.
-_CLOSED = (
+_GAPPED = (*_WITH_NEIGHBOURS, *_GAP_EVIDENCE)
+# After _close_gaps: what the versions read (the gaps' evidence reduced to when each closes).
+_CLOSING = (
     *_OBSERVATION, "_is_seed", *_SEED_STATE, "_resolved_id", "_identity",
     "_identity_prev_seen_at", "_identity_next_seen_at", "_is_last_of_name", "_displaced_at",
-    "_gap_closed_at",
 )
+_CLOSED = (*_CLOSING, "_gap_closed_at")
 # One life of an identity: an incarnation (an ID-less identity can have several, _lives).
 _LIFE = (t.CLUSTER_ID, "_identity", "_life")
-# What _incarnation_rows and _next_state read.
-_VERSIONED = (
-    *_CLOSED, "_life", "_version_topic_id", VERSION, "_version_from", "_version_alias",
-    "_version_change", INCARNATION_KEY, FIRST_SEEN_AT, LAST_SEEN_AT, DELETED_AT,
+# After _keys: each version's number, start and key.
+_KEYED = (
+    *_CLOSED, "_life", "_version_topic_id", t.VERSION, "_version_from", "_version_alias",
+    "_version_change", t.INCARNATION_KEY,
 )
+# The span of each life (_incarnation_span).
+_SPAN = (t.FIRST_SEEN_AT, t.LAST_SEEN_AT, t.DELETED_AT)
+# What _incarnation_rows and _next_state read.
+_VERSIONED = (*_KEYED, *_SPAN)
 
 
 def derive(
     store_rows: DataFrame,
     runs: DataFrame,
     state: DataFrame | None = None,
-    policy: HoldPolicy = HoldPolicy(),
+    policy: HoldPolicy | None = None,
     *,
     checkpoint: bool = False,
 ) -> Derived:
@@ -278,6 +262,7 @@ def derive(
     27-29 s against 17-19 s). Eager: each is computed once, when made, and kept in executor
     memory (spilled to disk) until released.
     """
+    policy = policy or HoldPolicy()
     if state is None:
         state = empty_frame(store_rows.sparkSession, STATE_DDL)
 
@@ -378,12 +363,12 @@ def _seed_observations(state: DataFrame) -> DataFrame:
         F.lit(None).cast("string").alias(t.ERROR),
         F.lit(True).alias("_is_seed"),
         F.col("version_topic_id").alias("_seed_version_topic_id"),
-        F.col(INCARNATION_KEY).alias("_seed_key"),
-        F.col(VERSION).alias("_seed_version"),
+        F.col(t.INCARNATION_KEY).alias("_seed_key"),
+        F.col(t.VERSION).alias("_seed_version"),
         F.col("version_valid_from").alias("_seed_valid_from"),
-        F.col(CHANGE_TYPE).alias("_seed_change_type"),
-        F.col(FIRST_SEEN_AT).alias("_seed_first_seen_at"),
-        F.col(DELETED_AT).alias("_seed_deleted_at"),
+        F.col(t.CHANGE_TYPE).alias("_seed_change_type"),
+        F.col(t.FIRST_SEEN_AT).alias("_seed_first_seen_at"),
+        F.col(t.DELETED_AT).alias("_seed_deleted_at"),
         F.col("displaced_at").alias("_seed_displaced_at"),
         # Seeds are never part of a run: the segment start of a name's first new observation
         # is decided next to its seed.
@@ -507,7 +492,7 @@ def _resolve_identity(rows: DataFrame) -> DataFrame:
         F.when(F.col("_resolved_id").isNotNull(), F.concat(F.lit("id:"), F.col("_resolved_id")))
         .otherwise(F.concat(F.lit("name:"), F.col(t.TOPIC_NAME)))
     )
-    return rows.select(*_IDENTIFIED[:-1], identity.alias("_identity"))  # = _IDENTIFIED
+    return rows.select(*_RESOLVED, identity.alias("_identity"))
 
 
 def _name_successors(rows: DataFrame) -> DataFrame:
@@ -574,7 +559,7 @@ def _gaps(rows: DataFrame, completes: DataFrame) -> DataFrame:
         F.when(name_taken, in_gap("_name_next_seen_at")),
     )
     return rows.select(
-        *_GAPPED[:-3],  # and the last three of _GAPPED:
+        *_WITH_NEIGHBOURS,
         in_gap("_first_at").alias("_first_complete_after"),
         in_gap("_second_at").alias("_second_complete_after"),
         displaced_at.alias("_displaced_at"),
@@ -659,7 +644,7 @@ def _close_gaps(rows: DataFrame, runs: DataFrame) -> DataFrame:
     )
     absence_closed_at = F.when(closes_by_absence, F.col("_first_complete_after"))
     return rows.select(
-        *_CLOSED[:-1],  # and the last of _CLOSED:
+        *_CLOSING,
         F.least(F.col("_displaced_at"), absence_closed_at).alias("_gap_closed_at")
     )
 
@@ -726,16 +711,16 @@ def _versions(rows: DataFrame) -> DataFrame:
     version = F.when(F.col("_is_seed"), F.col("_seed_version")).otherwise(
         seed_version + F.sum(starts_version).over(so_far)
     )
-    return rows.select(*_CLOSED, "_life", "_version_topic_id", "_change", version.alias(VERSION))
+    return rows.select(*_CLOSED, "_life", "_version_topic_id", "_change", version.alias(t.VERSION))
 
 
 def _version_starts(rows: DataFrame) -> DataFrame:
     """What a version takes from its first observation: ``_version_from`` (valid_from; a seed's
     version started before it), ``_version_alias`` and ``_version_change``."""
-    w_version = Window.partitionBy(*_LIFE, VERSION).orderBy(t.CAPTURED_AT)
+    w_version = Window.partitionBy(*_LIFE, t.VERSION).orderBy(t.CAPTURED_AT)
     start = F.coalesce(F.col("_seed_valid_from"), F.col(t.CAPTURED_AT))
     return rows.select(
-        *_CLOSED, "_life", "_version_topic_id", VERSION,
+        *_CLOSED, "_life", "_version_topic_id", t.VERSION,
         F.first(start).over(w_version).alias("_version_from"),
         F.first(t.CLUSTER_ALIAS).over(w_version).alias("_version_alias"),
         F.first("_change").over(w_version).alias("_version_change"),
@@ -757,8 +742,8 @@ def _keys(rows: DataFrame) -> DataFrame:
     )
     own_key = F.coalesce(F.col("_seed_key"), F.substring(F.sha2(key_text, 256), 1, 32))
     return rows.select(
-        *_CLOSED, "_life", "_version_topic_id", VERSION, "_version_from", "_version_alias",
-        "_version_change", F.first(own_key).over(w_life).alias(INCARNATION_KEY),
+        *_CLOSED, "_life", "_version_topic_id", t.VERSION, "_version_from", "_version_alias",
+        "_version_change", F.first(own_key).over(w_life).alias(t.INCARNATION_KEY),
     )
 
 
@@ -768,36 +753,36 @@ def _incarnation_span(rows: DataFrame) -> DataFrame:
     w_life_all = Window.partitionBy(*_LIFE)
     first_seen = F.coalesce(F.col("_seed_first_seen_at"), F.col(t.CAPTURED_AT))
     return rows.select(
-        *_VERSIONED[:-3],  # and the last three of _VERSIONED:
-        F.min(first_seen).over(w_life_all).alias(FIRST_SEEN_AT),
-        F.max(t.CAPTURED_AT).over(w_life_all).alias(LAST_SEEN_AT),
+        *_KEYED,
+        F.min(first_seen).over(w_life_all).alias(t.FIRST_SEEN_AT),
+        F.max(t.CAPTURED_AT).over(w_life_all).alias(t.LAST_SEEN_AT),
         F.least(F.min("_seed_deleted_at").over(w_life_all), F.min("_gap_closed_at").over(w_life_all))
-        .alias(DELETED_AT),
+        .alias(t.DELETED_AT),
     )
 
 
 def _incarnation_rows(rows: DataFrame) -> DataFrame:
     """One row per version (contract table ``topic_incarnations``)."""
-    versions = rows.groupBy(*_LIFE, VERSION).agg(
-        F.min_by(INCARNATION_KEY, t.CAPTURED_AT).alias(INCARNATION_KEY),
+    versions = rows.groupBy(*_LIFE, t.VERSION).agg(
+        F.min_by(t.INCARNATION_KEY, t.CAPTURED_AT).alias(t.INCARNATION_KEY),
         F.min_by("_version_alias", t.CAPTURED_AT).alias(t.CLUSTER_ALIAS),
         F.min_by("_version_topic_id", t.CAPTURED_AT).alias(t.TOPIC_ID),
         F.min_by(t.TOPIC_NAME, t.CAPTURED_AT).alias(t.TOPIC_NAME),
-        F.min_by("_version_change", t.CAPTURED_AT).alias(CHANGE_TYPE),
+        F.min_by("_version_change", t.CAPTURED_AT).alias(t.CHANGE_TYPE),
         *[F.min_by(attr, t.CAPTURED_AT).alias(attr) for attr in _ATTRS],
-        F.min("_version_from").alias(VALID_FROM),
+        F.min("_version_from").alias(t.VALID_FROM),
         # The version's last observation's gap ends it when closed; else the next version does.
         F.max_by("_gap_closed_at", t.CAPTURED_AT).alias("_version_closed_at"),
-        F.min(FIRST_SEEN_AT).alias(FIRST_SEEN_AT),
-        F.max(LAST_SEEN_AT).alias(LAST_SEEN_AT),
-        F.min(DELETED_AT).alias(DELETED_AT),
+        F.min(t.FIRST_SEEN_AT).alias(t.FIRST_SEEN_AT),
+        F.max(t.LAST_SEEN_AT).alias(t.LAST_SEEN_AT),
+        F.min(t.DELETED_AT).alias(t.DELETED_AT),
     )
-    w_version = Window.partitionBy(*_LIFE).orderBy(VERSION)
+    w_version = Window.partitionBy(*_LIFE).orderBy(t.VERSION)
     versions = (
         versions.withColumn(
-            VALID_TO, F.coalesce(F.col("_version_closed_at"), F.lead(VALID_FROM).over(w_version))
+            t.VALID_TO, F.coalesce(F.col("_version_closed_at"), F.lead(t.VALID_FROM).over(w_version))
         )
-        .withColumn(IS_CURRENT, F.col(VALID_TO).isNull())
+        .withColumn(t.IS_CURRENT, F.col(t.VALID_TO).isNull())
     )
     return _ddl_select(with_topic_uuid(versions), t.TOPIC_INCARNATIONS_DDL)
 
@@ -813,12 +798,12 @@ def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
         F.col("_resolved_id").alias("resolved_id"),
         F.col("_version_topic_id").alias("version_topic_id"),
         *_ATTRS,
-        INCARNATION_KEY,
-        VERSION,
+        t.INCARNATION_KEY,
+        t.VERSION,
         F.col("_version_from").alias("version_valid_from"),
-        F.col("_version_change").alias(CHANGE_TYPE),
-        FIRST_SEEN_AT,
-        DELETED_AT,
+        F.col("_version_change").alias(t.CHANGE_TYPE),
+        t.FIRST_SEEN_AT,
+        t.DELETED_AT,
         F.col("_displaced_at").alias("displaced_at"),
         "_identity_next_seen_at",
         "_is_last_of_name",
@@ -831,12 +816,12 @@ def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
         F.col("_resolved_id").alias("resolved_id"),
         F.col("_seed_version_topic_id").alias("version_topic_id"),
         *_ATTRS,
-        F.col("_seed_key").alias(INCARNATION_KEY),
-        F.col("_seed_version").alias(VERSION),
+        F.col("_seed_key").alias(t.INCARNATION_KEY),
+        F.col("_seed_version").alias(t.VERSION),
         F.col("_seed_valid_from").alias("version_valid_from"),
-        F.col("_seed_change_type").alias(CHANGE_TYPE),
-        F.col("_seed_first_seen_at").alias(FIRST_SEEN_AT),
-        F.col("_seed_deleted_at").alias(DELETED_AT),
+        F.col("_seed_change_type").alias(t.CHANGE_TYPE),
+        F.col("_seed_first_seen_at").alias(t.FIRST_SEEN_AT),
+        F.col("_seed_deleted_at").alias(t.DELETED_AT),
         F.col("_seed_displaced_at").alias("displaced_at"),
         "_is_last_of_name",
     )
@@ -852,20 +837,20 @@ def merge_incarnations(previous: DataFrame, derived: DataFrame) -> DataFrame:
     ``derived`` holds every version from each touched incarnation's seed onwards; earlier
     (closed) versions come from ``previous`` with the incarnation-level columns refreshed.
     """
-    touched = derived.groupBy(INCARNATION_KEY).agg(
-        F.min(VERSION).alias("_from_version"),
-        F.min(FIRST_SEEN_AT).alias("_first_seen_at"),
-        F.max(LAST_SEEN_AT).alias("_last_seen_at"),
-        F.min(DELETED_AT).alias("_deleted_at"),
+    touched = derived.groupBy(t.INCARNATION_KEY).agg(
+        F.min(t.VERSION).alias("_from_version"),
+        F.min(t.FIRST_SEEN_AT).alias("_first_seen_at"),
+        F.max(t.LAST_SEEN_AT).alias("_last_seen_at"),
+        F.min(t.DELETED_AT).alias("_deleted_at"),
     )
     kept = (
-        previous.join(touched, on=INCARNATION_KEY, how="left")
-        .filter(F.col("_from_version").isNull() | (F.col(VERSION) < F.col("_from_version")))
-        .withColumn(FIRST_SEEN_AT, F.coalesce(F.col("_first_seen_at"), F.col(FIRST_SEEN_AT)))
-        .withColumn(LAST_SEEN_AT, F.coalesce(F.col("_last_seen_at"), F.col(LAST_SEEN_AT)))
+        previous.join(touched, on=t.INCARNATION_KEY, how="left")
+        .filter(F.col("_from_version").isNull() | (F.col(t.VERSION) < F.col("_from_version")))
+        .withColumn(t.FIRST_SEEN_AT, F.coalesce(F.col("_first_seen_at"), F.col(t.FIRST_SEEN_AT)))
+        .withColumn(t.LAST_SEEN_AT, F.coalesce(F.col("_last_seen_at"), F.col(t.LAST_SEEN_AT)))
         .withColumn(
-            DELETED_AT,
-            F.when(F.col("_from_version").isNull(), F.col(DELETED_AT)).otherwise(F.col("_deleted_at")),
+            t.DELETED_AT,
+            F.when(F.col("_from_version").isNull(), F.col(t.DELETED_AT)).otherwise(F.col("_deleted_at")),
         )
     )
     return _ddl_select(kept, t.TOPIC_INCARNATIONS_DDL).unionByName(

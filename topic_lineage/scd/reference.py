@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from topic_lineage.scd.hold import DEFAULT_MIN_COUNT, DEFAULT_RATIO
 from topic_lineage.snapshot import Snapshot, TopicObservation
 
 ATTRS = ("partition_count", "replication_factor", "is_internal")
@@ -254,7 +255,7 @@ class _Cluster:
 
 
 def derive(
-    snapshots: Iterable[Snapshot], ratio: float = 0.5, min_count: int = 5
+    snapshots: Iterable[Snapshot], ratio: float = DEFAULT_RATIO, min_count: int = DEFAULT_MIN_COUNT
 ) -> tuple[list[dict], list[dict]]:
     """``(snapshot_runs, topic_incarnations)`` rows of a set of snapshots (any order, repeats
     allowed), as plain dicts with the contract's columns (``topic_uuid`` left out)."""
