@@ -252,13 +252,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         )
 
         counts = {table: _row_count(out / table) for table in t.TABLES}
-        newest = {
-            row[t.CLUSTER_ID]: row["newest"]
-            for row in spark.read.parquet(str(out / t.SNAPSHOT_RUNS))
-            .groupBy(t.CLUSTER_ID)
-            .agg(F.max(t.CAPTURED_AT).alias("newest"))
-            .collect()
-        }
+        newest = _newest_per_cluster(out / t.SNAPSHOT_RUNS)
     from topic_lineage.snapshot import compact_timestamp
 
     info = VersionInfo(
@@ -273,7 +267,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         input_bytes=input_bytes, spark_settings=SMALL_INPUT_CONF if small_input else "session",
         hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
         group_files=group_files,
-        cluster_newest={c: compact_timestamp(_as_utc(ts)) for c, ts in newest.items()},
+        cluster_newest={c: compact_timestamp(ts) for c, ts in newest.items()},
         # What the build read, for no-op runs (topic_lineage/noop.py).
         store_fingerprint=noop.fingerprint(listing, policy.ratio, policy.min_count),
         # with hold_policy, what decides the rows besides the snapshots (warehouse.decide_publish)
@@ -363,9 +357,19 @@ def _row_count(path: Path) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(path.glob("*.parquet")))
 
 
-def _as_utc(value: datetime) -> datetime:
-    # collect() returns naive datetimes in the driver's local zone.
-    return value.astimezone(UTC) if value.tzinfo else value.astimezone().astimezone(UTC)
+def _newest_per_cluster(path: Path) -> dict[str, datetime]:
+    """Cluster ID -> its newest ``captured_at`` in a written ``snapshot_runs`` (a few rows per
+    snapshot, read with pyarrow: no Spark job)."""
+    import pyarrow.parquet as pq
+
+    runs = pq.read_table(sorted(path.glob("*.parquet")), columns=[t.CLUSTER_ID, t.CAPTURED_AT])
+    newest: dict[str, datetime] = {}
+    for cluster, at in zip(runs.column(t.CLUSTER_ID).to_pylist(), runs.column(t.CAPTURED_AT).to_pylist(),
+                           strict=True):
+        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)  # written as UTC
+        if cluster not in newest or at > newest[cluster]:
+            newest[cluster] = at
+    return newest
 
 
 def _files_for(df, mode: str) -> int | None:
