@@ -288,8 +288,8 @@ def test_connections_and_variable_match_the_dags(services):
 
 def test_dockerfile_builds_what_compose_expects(services):
     text = DOCKERFILE.read_text()
-    pyproject = (REPO / "pyproject.toml").read_text()
-    airflow_pin = re.search(r'"apache-airflow==([0-9.]+)"', pyproject).group(1)
+    lock = (REPO / "requirements.lock").read_text()
+    airflow_pin = re.search(r"^apache-airflow==([0-9.]+)$", lock, flags=re.MULTILINE).group(1)
     base = re.search(r"ARG AIRFLOW_IMAGE=(\S+)", text).group(1)
     assert base == f"apache/airflow:{airflow_pin}-python3.11"
     assert f'"apache-airflow=={airflow_pin}"' in text
