@@ -45,6 +45,14 @@ def test_the_dag_file_is_two_lines():
     assert sorted(p.name for p in (REPO / "dags").glob("*.py")) == ["topic_lineage.py"]
 
 
+def test_the_docs_give_users_this_dag_file():
+    """docs/airflow.md's "In your own Airflow" shows this file, the one
+    tests/test_airflow_own_deployment.py installs into an empty DAGs folder."""
+    docs = (REPO / "docs" / "airflow.md").read_text()
+    section = docs.split("\n## In your own Airflow\n", 1)[1].split("\n## ", 1)[0]
+    assert (REPO / "dags" / "topic_lineage.py").read_text().strip() in section
+
+
 def test_defaults_are_the_dags_of_dags_folder(home):
     from airflow.dag_processing.dagbag import DagBag
 
