@@ -128,11 +128,13 @@ def test_options(home, tmp_path, monkeypatch):
         "TOPIC_LINEAGE_HOME": str(other), "TOPIC_LINEAGE_SPARK_REMOTE": "sc://spark:15002",
     }
     assert incarnations.get_task("plan").topic_lineage_options is opts
-    # spark_master replaces the connection's master in the provider's spark-submit
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark",
-                                                                "host": "spark://nowhere:7077"}))
+    # spark_master replaces the connection's master in the provider's spark-submit, and the
+    # standalone REST endpoint the provider derived from the connection's host goes with it
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({
+        "conn_type": "spark", "host": "spark://nowhere:7077", "extra": {"deploy-mode": "cluster"}}))
     hook = build._get_hook()
     assert hook._connection["master"] == "local[3]"
+    assert hook._connection["rest_endpoint"] is None
     assert not hook._is_yarn and not hook._is_kubernetes
 
 
