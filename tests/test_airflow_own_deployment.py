@@ -70,7 +70,9 @@ def run(args: list, *, env: dict | None = None, cwd: Path | None = None,
 
 
 def build_wheel(out_dir: Path) -> Path:
-    run([sys.executable, "-m", "uv", "build", "--wheel", "--out-dir", out_dir, REPO])
+    """``uv build``: the source distribution, then the wheel from it (in a clean directory, so
+    nothing left in the checkout's ``build/`` can slip into the wheel)."""
+    run([sys.executable, "-m", "uv", "build", "--out-dir", out_dir, REPO])
     (wheel,) = out_dir.glob("topic_lineage-*.whl")
     return wheel
 
