@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Creates .venv/ in the repository root and installs topic-lineage (with its dev extra) into it,
-# pinned by requirements.lock. Idempotent: does nothing when pyproject.toml and the lock are
-# unchanged since the last successful install.
+# Creates .venv/ in the repository root and installs topic-lineage (with its dev and local
+# extras) into it, pinned by requirements.lock. Idempotent: does nothing when pyproject.toml and
+# the lock are unchanged since the last successful install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +24,6 @@ fi
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check uv
-.venv/bin/python -m uv pip install --quiet --python .venv/bin/python -c requirements.lock -e '.[dev]'
+.venv/bin/python -m uv pip install --quiet --python .venv/bin/python -c requirements.lock -e '.[dev,local]'
 echo "$want" > "$stamp"
 echo "installed topic-lineage into $(pwd)/.venv"

@@ -90,6 +90,7 @@ def _release_cached_frames(request):
 _LONGEST_FIRST = (  # by their measured time in a full run (CI rehearsal, 2 workers)
     "test_benchmarks_quick.py",
     "test_airflow_local_deployment.py",
+    "test_airflow_own_deployment.py",  # not measured in a full run yet: 3-4 min alone
     "test_faults.py",
     "test_spark_server.py",
     "test_scd_rules.py",

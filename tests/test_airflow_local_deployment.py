@@ -179,14 +179,14 @@ NAV_ENTRY = """[...document.querySelectorAll('a, button')].find(e =>
     || e.getAttribute('title') === 'Topic lineage')"""
 
 
-def test_sign_in_and_open_topic_lineage_from_the_navigation(deployment, browser):
-    base = deployment["base"]
-    OUTPUT.mkdir(exist_ok=True)
+def open_topic_lineage(browser, base: str, user: str, password: str) -> None:
+    """Sign in through Airflow's login form, click *Topic lineage* in the navigation and wait
+    for the embedded page's status line."""
     browser.goto(base + "/")
     wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 90,
              "Airflow's login form")
-    browser.type_into("input[name=username]", "admin")
-    browser.type_into("input[name=password]", deployment["password"])
+    browser.type_into("input[name=username]", user)
+    browser.type_into("input[name=password]", password)
     wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
              "the sign-in button")
     browser.js("document.querySelector('button[type=submit]').click()")
@@ -206,6 +206,11 @@ def test_sign_in_and_open_topic_lineage_from_the_navigation(deployment, browser)
     wait_for(lambda: browser.js(
         "document.querySelector('iframe').contentDocument.getElementById('status').textContent"
         ".trim().length > 0"), 60, "the page's status line")
+
+
+def test_sign_in_and_open_topic_lineage_from_the_navigation(deployment, browser):
+    OUTPUT.mkdir(exist_ok=True)
+    open_topic_lineage(browser, deployment["base"], "admin", deployment["password"])
     time.sleep(1)
     browser.screenshot(OUTPUT / "airflow-local-topic-lineage.png")
 

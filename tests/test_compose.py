@@ -288,16 +288,37 @@ def test_connections_and_variable_match_the_dags(services):
 
 def test_dockerfile_builds_what_compose_expects(services):
     text = DOCKERFILE.read_text()
-    pyproject = (REPO / "pyproject.toml").read_text()
-    airflow_pin = re.search(r'"apache-airflow==([0-9.]+)"', pyproject).group(1)
+    lock = (REPO / "requirements.lock").read_text()
+    airflow_pin = re.search(r"^apache-airflow==([0-9.]+)$", lock, flags=re.MULTILINE).group(1)
     base = re.search(r"ARG AIRFLOW_IMAGE=(\S+)", text).group(1)
     assert base == f"apache/airflow:{airflow_pin}-python3.11"
+    assert re.findall(r"^FROM (.+)$", text, flags=re.MULTILINE) == [
+        "${AIRFLOW_IMAGE} AS wheel", "${AIRFLOW_IMAGE}"]
     assert f'"apache-airflow=={airflow_pin}"' in text
-    for source in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", text, flags=re.MULTILINE):
+    for source in re.findall(r"^COPY (?!--from)(?:--\S+ )*(.+) \S+$", text, flags=re.MULTILINE):
         for path in source.split():
             assert (REPO / path).exists(), f"Dockerfile copies missing {path}"
     env = environment(services["airflow-scheduler"])
-    assert f"plugins {env['AIRFLOW__CORE__PLUGINS_FOLDER']}" in text
     assert f"dags {env['AIRFLOW__CORE__DAGS_FOLDER']}" in text
-    assert f"expectations {env['TOPIC_LINEAGE_GX_CONTEXT']}" in text
-    assert (REPO / "plugins" / "topic_lineage_plugin.py").is_file()
+    # the plugins folder is empty: the plugin is the package's entry point
+    assert f"mkdir -p /var/lib/topic-lineage /opt/airflow/auth {env['AIRFLOW__CORE__PLUGINS_FOLDER']}" in text
+    assert not re.search(r"^COPY .*plugins", text, flags=re.MULTILINE)
+
+
+def test_the_image_installs_the_wheel_as_users_do():
+    """docs/airflow.md, "In your own Airflow": a wheel built from the checkout, installed (not
+    editable) with the lock as constraints; the GX context comes with the package."""
+    text = DOCKERFILE.read_text()
+    stages = re.split(r"^FROM .*$", text, flags=re.MULTILINE)[1:]
+    wheel_stage, image = stages
+    assert re.search(r"^RUN pip wheel .*--no-deps .*--wheel-dir (\S+)", wheel_stage, flags=re.MULTILINE)
+    dist = re.search(r"--wheel-dir (\S+)", wheel_stage).group(1)
+    assert f"COPY --from=wheel {dist} {dist}" in image
+    install = re.search(r"^RUN pip install (.+?)(?<!\\)$", image,
+                        flags=re.MULTILINE | re.DOTALL).group(1)
+    assert "--constraint /home/airflow/requirements.lock" in install
+    assert f"{dist}/topic_lineage-*.whl" in install
+    assert "--editable" not in text and " -e " not in text
+    assert "expectations" not in text and "GX_CONTEXT" not in text
+    compose = COMPOSE_FILE.read_text()
+    assert "TOPIC_LINEAGE_GX_CONTEXT" not in compose

@@ -45,6 +45,14 @@ def test_the_dag_file_is_two_lines():
     assert sorted(p.name for p in (REPO / "dags").glob("*.py")) == ["topic_lineage.py"]
 
 
+def test_the_docs_give_users_this_dag_file():
+    """docs/airflow.md's "In your own Airflow" shows this file, the one
+    tests/test_airflow_own_deployment.py installs into an empty DAGs folder."""
+    docs = (REPO / "docs" / "airflow.md").read_text()
+    section = docs.split("\n## In your own Airflow\n", 1)[1].split("\n## ", 1)[0]
+    assert (REPO / "dags" / "topic_lineage.py").read_text().strip() in section
+
+
 def test_defaults_are_the_dags_of_dags_folder(home):
     from airflow.dag_processing.dagbag import DagBag
 
@@ -120,11 +128,13 @@ def test_options(home, tmp_path, monkeypatch):
         "TOPIC_LINEAGE_HOME": str(other), "TOPIC_LINEAGE_SPARK_REMOTE": "sc://spark:15002",
     }
     assert incarnations.get_task("plan").topic_lineage_options is opts
-    # spark_master replaces the connection's master in the provider's spark-submit
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark",
-                                                                "host": "spark://nowhere:7077"}))
+    # spark_master replaces the connection's master in the provider's spark-submit, and the
+    # standalone REST endpoint the provider derived from the connection's host goes with it
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({
+        "conn_type": "spark", "host": "spark://nowhere:7077", "extra": {"deploy-mode": "cluster"}}))
     hook = build._get_hook()
     assert hook._connection["master"] == "local[3]"
+    assert hook._connection["rest_endpoint"] is None
     assert not hook._is_yarn and not hook._is_kubernetes
 
 

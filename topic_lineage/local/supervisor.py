@@ -55,11 +55,15 @@ def airflow_home() -> Path:
 
 
 def _checkout_folder(name: str, marker: str) -> Path:
+    """A folder of the source checkout: the local deployment runs from one (the wheel has no
+    ``dags/`` or ``plugins/``; an Airflow of your own needs neither)."""
     folder = Path(__file__).resolve().parents[2] / name
     if not (folder / marker).exists():
         raise AirflowSetupError(
-            f"no {marker} in {folder}; run topic-lineage from its source checkout "
-            f"(pip install -e .) so that {name}/ is next to the package"
+            f"no {marker} in {folder}: 'topic-lineage airflow' runs the repository's local "
+            "deployment, from a source checkout (bash scripts/install.sh). With the package "
+            "installed into an Airflow of your own, use a two-line DAG file instead "
+            "(docs/airflow.md, 'In your own Airflow')"
         )
     return folder
 

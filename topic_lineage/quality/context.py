@@ -1,8 +1,10 @@
-"""Opening topic-lineage's Great Expectations file data context (``expectations/``).
+"""Opening topic-lineage's Great Expectations file data context (``topic_lineage/quality/gx/``).
 
-The context's configuration, suites, validation definitions and checkpoints are versioned under
-``expectations/`` in the repository; validation results and Data Docs are written under
-``tables.quality_dir()`` ($TOPIC_LINEAGE_HOME/quality), never into the repository.
+The context's configuration, suites, validation definitions and checkpoints are package data
+(``gx/`` next to this module, in the wheel too; the repository's top-level ``expectations`` is a
+symbolic link to it). The context is only read at run time: validation results and Data Docs
+are written under ``tables.quality_dir()`` ($TOPIC_LINEAGE_HOME/quality), so the installed
+package may be read-only (a Docker image).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from urllib.parse import unquote, urlparse
 from topic_lineage import tables as t
 
 CONTEXT_ENV = "TOPIC_LINEAGE_GX_CONTEXT"
-"""Overrides the directory of the GX context (default: ``expectations/`` of the repository)."""
+"""Overrides the directory of the GX context (default: the package's ``gx/``)."""
 
 QUALITY_DIR_VARIABLE = "TOPIC_LINEAGE_QUALITY_DIR"
 """Substitution variable used by ``great_expectations.yml`` for generated output."""
@@ -28,7 +30,7 @@ def context_dir() -> Path:
     configured = os.environ.get(CONTEXT_ENV)
     if configured:
         return Path(configured).expanduser().resolve()
-    return Path(__file__).resolve().parents[2] / "expectations"
+    return Path(__file__).resolve().parent / "gx"
 
 
 def data_docs_dir() -> Path:

@@ -1,9 +1,10 @@
 """The quality gate of write-audit-publish (R7): validate a built version before it is published.
 
 :func:`validate_version` reads the three tables of a version directory, runs one GX checkpoint per
-table (suite, validation definition and checkpoint are stored in ``expectations/``), updates the
-Data Docs site under ``$TOPIC_LINEAGE_HOME/quality/data_docs`` and returns a :class:`GateResult`:
-the verdict, every failed expectation with a few offending rows, and the Data Docs index path.
+table (suite, validation definition and checkpoint are stored in the package's GX context,
+``topic_lineage/quality/gx/``), updates the Data Docs site under
+``$TOPIC_LINEAGE_HOME/quality/data_docs`` and returns a :class:`GateResult`: the verdict, every
+failed expectation with a few offending rows, and the Data Docs index path.
 
 Thresholds (:class:`GateConfig`) come from arguments, else from the environment:
 

@@ -1,7 +1,8 @@
 """The expectation suites of the quality gate: one suite per published table.
 
 This module is the source of the suites, validation definitions and checkpoints stored in the
-GX context under ``expectations/``. After editing it, rewrite them with::
+GX context, ``topic_lineage/quality/gx/`` (the repository's ``expectations/`` links to it).
+After editing it, rewrite them with::
 
     .venv/bin/python -m topic_lineage.quality.suites
 
