@@ -35,4 +35,5 @@ if [ "$workers" != 0 ]; then
   # start the files with the most tests first)
   parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
-exec .venv/bin/python -m pytest "${parallel[@]}" "${fast[@]}" "$@"
+# --durations: the 30 slowest tests close the report (what the suite's time goes to, issue #24)
+exec .venv/bin/python -m pytest "${parallel[@]}" "${fast[@]}" --durations=30 "$@"

@@ -1,0 +1,215 @@
+"""Small-build benchmark (issue #24, goals 1 and 2): what a small store's build costs next to
+Spark's own fixed cost, end to end as the user waits for it.
+
+    .venv/bin/python -m tests.benchmarks.bench_small [--topics 300] [--rounds 15]
+                                                     [--before REV] [--no-connect]
+
+A seeded store (tests/benchmarks/datagen.py; 300 topics over 3 clusters x 15 rounds is about
+4,400 observations, the size of a small estate's first weeks) is built with the CLI, each
+command a process of its own, as users run it:
+
+- **bare**: a Python process that starts a local Spark session (``topic_lineage.spark``), runs
+  one job and stops: the baseline, measured three times between the builds (median);
+- **full**: ``topic-lineage build --full-refresh --master local[*]`` (build + gate + publish);
+- **incremental**: one more round stored, then ``topic-lineage build --master local[*]``;
+- **connect** (unless ``--no-connect``): the deployment's Spark Connect server started and
+  warmed by one incremental build, then one more round stored and built: end to end, store
+  included (goal: at most 3 s).
+
+``--before REV`` builds the same store with the code of another revision too (a ``git
+worktree`` of REV, put first on ``PYTHONPATH``), in the same run, so that before and after are
+measured side by side. Every build also writes a Spark event log; the number of Spark jobs it
+ran is printed beside its time. Prints a table and the JSON of all figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+CLI = "import sys; from topic_lineage.cli import main; sys.exit(main())"
+BARE = ("from topic_lineage.spark import get_spark; s = get_spark('bare'); "
+        "s.range(10).count(); s.stop()")
+GOALS = {"full": 1.5, "incremental": 1.2}
+CONNECT_GOAL_S = 3.0
+
+
+def spark_jobs(event_dir: Path) -> int:
+    """Spark jobs recorded in the (zstd-compressed, Spark 4 rolling) event logs of a directory."""
+    import io
+
+    import zstandard
+
+    jobs = 0
+    for path in event_dir.glob("*/events_*"):
+        with path.open("rb") as raw:
+            opened = (io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw))
+                      if path.suffix == ".zstd" else io.TextIOWrapper(raw))
+            jobs += sum('"Event":"SparkListenerJobStart"' in line for line in opened)
+    return jobs
+
+
+class Variant:
+    """One code revision: the checkout whose ``topic_lineage`` the processes import."""
+
+    def __init__(self, name: str, checkout: Path, work: Path, slug: str):
+        self.name, self.checkout = name, checkout
+        self.home = work / f"home-{slug}"
+        self.events = work / f"events-{slug}"
+
+    def env(self, events: Path | None = None) -> dict:
+        env = dict(os.environ, TOPIC_LINEAGE_HOME=str(self.home), SPARK_LOCAL_IP="127.0.0.1",
+                   PYTHONPATH=str(self.checkout), TOPIC_LINEAGE_MAX_AGE="off")
+        env.pop("TOPIC_LINEAGE_SPARK_REMOTE", None)
+        if events is not None:
+            events.mkdir(parents=True, exist_ok=True)
+            env["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.eventLog.enabled=true "
+                                          f"--conf spark.eventLog.dir=file://{events} pyspark-shell")
+        return env
+
+    def run(self, label: str, code: str, *args: str, events: bool = True) -> dict:
+        event_dir = self.events / label if events else None
+        started = time.perf_counter()
+        out = subprocess.run([PY, "-c", code, *args], env=self.env(event_dir), cwd=self.checkout,
+                             capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - started
+        if out.returncode:
+            raise SystemExit(f"{self.name} {label} failed:\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
+        return {"wall_s": round(wall, 2), "jobs": spark_jobs(event_dir) if event_dir else None}
+
+
+def store(home: Path, history, start: int, stop: int) -> float:
+    os.environ["TOPIC_LINEAGE_HOME"] = str(home)
+    started = time.perf_counter()
+    history.store_rounds(start, stop)
+    return time.perf_counter() - started
+
+
+def main(argv=None) -> int:
+    from tests.benchmarks.datagen import History
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--before", metavar="REV", help="also build with the code of this revision")
+    parser.add_argument("--no-connect", action="store_true", help="skip the Spark Connect cycle")
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="tl-bench-small-"))
+    variants = [Variant("now", ROOT, work, "now")]
+    if args.before:
+        checkout = work / "before"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(checkout),
+                        args.before], check=True)
+        variants.insert(0, Variant(f"before ({args.before})", checkout, work, "before"))
+    history = History(topics=args.topics, clusters=3, seed=42)
+    result: dict = {"topics": args.topics, "rounds": args.rounds, "load_before": os.getloadavg()}
+    try:
+        for variant in variants:
+            store(variant.home, history, 0, args.rounds)
+        result["observations"] = _observations(variants[-1].home)
+        bare = [variants[-1].run("bare-1", BARE, events=False)["wall_s"]]
+        for variant in variants:
+            result[variant.name] = {"full": variant.run("full", CLI, "build", "--full-refresh",
+                                                        "--master", "local[*]")}
+        bare.append(variants[-1].run("bare-2", BARE, events=False)["wall_s"])
+        for variant in variants:
+            store(variant.home, history, args.rounds, args.rounds + 1)
+            result[variant.name]["incremental"] = variant.run("incremental", CLI, "build",
+                                                              "--master", "local[*]")
+        bare.append(variants[-1].run("bare-3", BARE, events=False)["wall_s"])
+        result["bare_s"] = bare
+        baseline = statistics.median(bare)
+        for variant in variants:
+            for kind, goal in GOALS.items():
+                run = result[variant.name][kind]
+                run["ratio_to_bare"] = round(run["wall_s"] / baseline, 2)
+                run["goal"], run["meets_goal"] = goal, run["ratio_to_bare"] <= goal
+        if not args.no_connect:
+            result["connect"] = _connect_cycle(variants[-1], history, args.rounds + 1)
+    finally:
+        for variant in variants:
+            if variant.checkout != ROOT:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                str(variant.checkout)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    result["load_after"] = os.getloadavg()
+    _print(result, variants)
+    return 0
+
+
+def _observations(home: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in (home / "snapshots").rglob("*.parquet"))
+
+
+def _connect_cycle(variant: Variant, history, next_round: int) -> dict:
+    """The warm Spark Connect server: one incremental build to warm it, then one cycle timed."""
+    from topic_lineage.local import spark_server
+    from topic_lineage.local.broker import free_port
+
+    os.environ["TOPIC_LINEAGE_HOME"] = str(variant.home)
+    os.environ[spark_server.PORT_ENV] = str(free_port())
+    started = time.perf_counter()
+    spark_server.start()
+    server_start = time.perf_counter() - started
+    try:
+        env_port = {spark_server.PORT_ENV: os.environ[spark_server.PORT_ENV]}
+
+        def build(label: str) -> float:
+            began = time.perf_counter()
+            out = subprocess.run([PY, "-c", CLI, "build"], env={**variant.env(), **env_port},
+                                 cwd=variant.checkout, capture_output=True, text=True, check=False)
+            if out.returncode:
+                raise SystemExit(f"connect {label} failed:\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
+            return time.perf_counter() - began
+
+        store(variant.home, history, next_round, next_round + 1)
+        warm_up = build("warm-up")
+        store_s = store(variant.home, history, next_round + 1, next_round + 2)
+        build_s = build("cycle")
+    finally:
+        spark_server.stop()
+    end_to_end = store_s + build_s
+    return {"server_start_s": round(server_start, 2), "warm_up_build_s": round(warm_up, 2),
+            "store_s": round(store_s, 2), "build_s": round(build_s, 2),
+            "end_to_end_s": round(end_to_end, 2), "goal_s": CONNECT_GOAL_S,
+            "meets_goal": end_to_end <= CONNECT_GOAL_S}
+
+
+def _print(result: dict, variants: list[Variant]) -> None:
+    baseline = statistics.median(result["bare_s"])
+    print(f"small-build benchmark: {result['topics']} topics x {result['rounds']} rounds, 3 clusters "
+          f"({result['observations']:,} observations); load average before "
+          f"{result['load_before'][0]:.1f}, after {result['load_after'][0]:.1f}")
+    print(f"bare Spark session (start + one job + stop), median of {result['bare_s']}: {baseline:.1f} s")
+    print(f"{'code':<28} {'build':<12} {'wall s':>7} {'x bare':>7} {'goal':>5} {'jobs':>5}")
+    for variant in variants:
+        for kind in GOALS:
+            run = result[variant.name][kind]
+            verdict = "met" if run["meets_goal"] else "NOT met"
+            print(f"{variant.name:<28} {kind:<12} {run['wall_s']:>7.1f} {run['ratio_to_bare']:>7.2f} "
+                  f"{run['goal']:>5} {run['jobs']:>5}  {verdict}")
+    if "connect" in result:
+        c = result["connect"]
+        print(f"warm Spark Connect server, one cycle (store + build), end to end: {c['end_to_end_s']:.1f} s "
+              f"(store {c['store_s']:.1f} s, build {c['build_s']:.1f} s; goal {c['goal_s']} s: "
+              f"{'met' if c['meets_goal'] else 'NOT met'}); server start {c['server_start_s']:.1f} s, "
+              f"warm-up build {c['warm_up_build_s']:.1f} s")
+    print(json.dumps(result, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
