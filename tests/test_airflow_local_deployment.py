@@ -33,14 +33,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_ui_browser import chromium, wait_for
+from test_ui_browser import headless_chromium, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(2400)]
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "test-output"
 CLI = Path(sys.executable).with_name("topic-lineage")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SNAPSHOT_DAG, BUILD_DAG = "kafka_topic_snapshot", "topic_incarnations"
 SASL_PASSWORD = "sasl-Secret-7f3a9c1e-do-not-leak"
 
@@ -161,16 +160,7 @@ def test_a_login_is_required_and_the_password_is_private(deployment):
 
 @pytest.fixture
 def browser(tmp_path):
-    from topic_lineage.local.broker import free_port
-
-    port = free_port()
-    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--disable-quic", "--no-first-run", "--no-default-browser-check",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-extensions", f"--remote-debugging-port={port}",
-            "--remote-debugging-address=127.0.0.1", f"--user-data-dir={tmp_path / 'chromium'}",
-            "about:blank"]
-    with chromium(args, port, tmp_path) as page:
+    with headless_chromium(tmp_path) as page:
         yield page
 
 

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import pytest
 from test_airflow_local_deployment import (
-    CHROMIUM,
     Api,
     dag_runs,
     open_topic_lineage,
@@ -42,7 +41,7 @@ from test_airflow_local_deployment import (
     request,
     trigger_and_wait,
 )
-from test_ui_browser import chromium, process_group, wait_for
+from test_ui_browser import headless_chromium, process_group, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(900)]
 
@@ -276,16 +275,7 @@ def test_both_dags_run_end_to_end_against_the_broker(own_airflow, api):
 
 @pytest.fixture
 def browser(tmp_path):
-    from topic_lineage.local.broker import free_port
-
-    port = free_port()
-    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--disable-quic", "--no-first-run", "--no-default-browser-check",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-extensions", f"--remote-debugging-port={port}",
-            "--remote-debugging-address=127.0.0.1", f"--user-data-dir={tmp_path / 'chromium'}",
-            "about:blank"]
-    with chromium(args, port, tmp_path) as page:
+    with headless_chromium(tmp_path) as page:
         yield page
 
 

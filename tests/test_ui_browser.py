@@ -242,14 +242,24 @@ def chromium(args: list[str], port: int, tmp_path: Path):
             page.close()
 
 
-@pytest.fixture
-def browser(tmp_path):
+@contextlib.contextmanager
+def headless_chromium(tmp_path: Path):
+    """A fresh headless Chromium that reaches for nothing outside the machine (no sync, updates
+    or background networking), as a :class:`Browser` on a blank page."""
     port = free_port()
     args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-            f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-            f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"]
+            "--disable-quic", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-extensions", f"--remote-debugging-port={port}",
+            "--remote-debugging-address=127.0.0.1", f"--user-data-dir={tmp_path / 'chromium'}",
+            "about:blank"]
     with chromium(args, port, tmp_path) as page:
+        yield page
+
+
+@pytest.fixture
+def browser(tmp_path):
+    with headless_chromium(tmp_path) as page:
         yield page
 
 
