@@ -358,18 +358,14 @@ def _row_count(path: Path) -> int:
 
 
 def _newest_per_cluster(path: Path) -> dict[str, datetime]:
-    """Cluster ID -> its newest ``captured_at`` in a written ``snapshot_runs`` (a few rows per
-    snapshot, read with pyarrow: no Spark job)."""
+    """Cluster ID -> its newest ``captured_at`` (UTC) in a written ``snapshot_runs`` (a few rows
+    per snapshot, read with pyarrow: no Spark job)."""
     import pyarrow.parquet as pq
 
     runs = pq.read_table(sorted(path.glob("*.parquet")), columns=[t.CLUSTER_ID, t.CAPTURED_AT])
-    newest: dict[str, datetime] = {}
-    for cluster, at in zip(runs.column(t.CLUSTER_ID).to_pylist(), runs.column(t.CAPTURED_AT).to_pylist(),
-                           strict=True):
-        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)  # written as UTC
-        if cluster not in newest or at > newest[cluster]:
-            newest[cluster] = at
-    return newest
+    newest = runs.group_by(t.CLUSTER_ID).aggregate([(t.CAPTURED_AT, "max")])
+    return dict(zip(newest.column(t.CLUSTER_ID).to_pylist(),
+                    newest.column(f"{t.CAPTURED_AT}_max").to_pylist(), strict=True))
 
 
 def _files_for(df, mode: str) -> int | None:

@@ -228,11 +228,12 @@ _CLOSING = (
 _CLOSED = (*_CLOSING, "_gap_closed_at")
 # One life of an identity: an incarnation (an ID-less identity can have several, _lives).
 _LIFE = (t.CLUSTER_ID, "_identity", "_life")
-# After _keys: each version's number, start and key.
-_KEYED = (
-    *_CLOSED, "_life", "_version_topic_id", t.VERSION, "_version_from", "_version_alias",
-    "_version_change", t.INCARNATION_KEY,
-)
+# After _versions: each observation's life, the ID known so far and its version number.
+_NUMBERED = (*_CLOSED, "_life", "_version_topic_id", t.VERSION)
+# After _version_starts: what each version takes from its first observation.
+_STARTED = (*_NUMBERED, "_version_from", "_version_alias", "_version_change")
+# After _keys: and the incarnation's key.
+_KEYED = (*_STARTED, t.INCARNATION_KEY)
 # The span of each life (_incarnation_span).
 _SPAN = (t.FIRST_SEEN_AT, t.LAST_SEEN_AT, t.DELETED_AT)
 # What _incarnation_rows and _next_state read.
@@ -720,7 +721,7 @@ def _version_starts(rows: DataFrame) -> DataFrame:
     w_version = Window.partitionBy(*_LIFE, t.VERSION).orderBy(t.CAPTURED_AT)
     start = F.coalesce(F.col("_seed_valid_from"), F.col(t.CAPTURED_AT))
     return rows.select(
-        *_CLOSED, "_life", "_version_topic_id", t.VERSION,
+        *_NUMBERED,
         F.first(start).over(w_version).alias("_version_from"),
         F.first(t.CLUSTER_ALIAS).over(w_version).alias("_version_alias"),
         F.first("_change").over(w_version).alias("_version_change"),
@@ -741,10 +742,7 @@ def _keys(rows: DataFrame) -> DataFrame:
                     F.date_format(t.CAPTURED_AT, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"))
     )
     own_key = F.coalesce(F.col("_seed_key"), F.substring(F.sha2(key_text, 256), 1, 32))
-    return rows.select(
-        *_CLOSED, "_life", "_version_topic_id", t.VERSION, "_version_from", "_version_alias",
-        "_version_change", F.first(own_key).over(w_life).alias(t.INCARNATION_KEY),
-    )
+    return rows.select(*_STARTED, F.first(own_key).over(w_life).alias(t.INCARNATION_KEY))
 
 
 def _incarnation_span(rows: DataFrame) -> DataFrame:
