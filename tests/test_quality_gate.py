@@ -109,6 +109,23 @@ def test_validate_command_verdicts_and_data_docs(spark, tl_home, capsys):
     # generated output stays out of the repository's GX context
     assert tree_digest(qc.context_dir()) == repo_context
 
+    # --- the stored results of the failed run: one per table. A table whose first pass (verdicts
+    # only) met every expectation keeps that result; the failed table was validated again for
+    # its offending rows, and that result replaced the first one.
+    stored = [path for path in (tl_home / "quality" / "validations").rglob("*.json")
+              if "v-bad" in path.parts]
+    suites_stored = sorted(path.relative_to(tl_home / "quality" / "validations").parts[0]
+                           for path in stored)
+    assert suites_stored == sorted(set(suites_stored)) and t.TOPIC_INCARNATIONS in suites_stored
+    assert t.SNAPSHOT_RUNS in suites_stored
+    results = {path.relative_to(tl_home / "quality" / "validations").parts[0]:
+               json.loads(path.read_text())["results"] for path in stored}
+    comeback = [r for r in results[t.TOPIC_INCARNATIONS]
+                if r["expectation_config"]["meta"].get("name") == DELETED_IDS_NEVER_COME_BACK]
+    assert [r["success"] for r in comeback] == [False]
+    assert comeback[0]["result"]["details"]["unexpected_rows"]  # the offending rows, stored
+    assert all(r["success"] and not r["result"] for r in results[t.SNAPSHOT_RUNS])  # verdicts only
+
     # --- the overview page, as a browser renders it ---------------------------------------
     page = qc.overview_page()
     dom = chromium("--dump-dom", page.as_uri())

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -198,18 +199,24 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
             *(wh.version_path(base, x) for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, wh.STATE_TABLE))
         )
     # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
-    with sized_for(spark, input_bytes) as small_input:
+    # ``topic_snapshots`` does not depend on the derivation: it is written in a thread of its own
+    # while the derivation runs. On a small build Spark's time goes to planning each job on the
+    # driver more than to running it, so the two overlap well (issue #24). Leaving the block
+    # waits for that write, also when the build fails.
+    with sized_for(spark, input_bytes) as small_input, \
+            ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots") as background:
         if manifest is None:
             log.info("full build of %s: %s", version, why_full)
             store_rows = _read_store(spark, sorted(files))
+            observations = background.submit(_write, inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
             derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy,
                                    checkpoint=small_input)
             runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
-            _write(inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
             mode = "full"
         else:
             log.info("incremental build of %s on %s: %d new file(s), late clusters: %s",
                      version, base, len(new_files), recomputed or "none")
+            observations = background.submit(_add_observations, spark, base, out, new_files)
             store_rows = _read_store(spark, read_files)
             base_runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL)
             base_state = _read_table(spark, base, wh.STATE_TABLE, inc.STATE_DDL)
@@ -227,15 +234,6 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
             runs = base_runs.filter(~(in_incremental | in_late)).unionByName(derived.snapshot_runs)
             incarnations = inc.merge_incarnations(base_inc.filter(~in_late), derived.topic_incarnations)
             state = base_state.filter(~(in_incremental | in_late)).unionByName(derived.state)
-            _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
-            new_obs = inc.topic_snapshots(_read_store(spark, new_files))
-            if new_files:
-                _write(new_obs, out / ".new_topic_snapshots", files=1 if len(new_files) < 50 else None)
-                for part in (out / ".new_topic_snapshots").glob("*.parquet"):
-                    os.replace(part, out / t.TOPIC_SNAPSHOTS / part.name)
-                import shutil
-
-                shutil.rmtree(out / ".new_topic_snapshots")
             mode = "incremental"
 
         try:
@@ -245,6 +243,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
             _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
         finally:
             derived.unpersist()
+        observations.result()  # the observations' write: its error is the build's
         _write_group_tables(
             spark, out, group_files,
             recompute=None if manifest is None else incremental | late,
@@ -366,6 +365,21 @@ def _newest_per_cluster(path: Path) -> dict[str, datetime]:
     newest = runs.group_by(t.CLUSTER_ID).aggregate([(t.CAPTURED_AT, "max")])
     return dict(zip(newest.column(t.CLUSTER_ID).to_pylist(),
                     newest.column(f"{t.CAPTURED_AT}_max").to_pylist(), strict=True))
+
+
+def _add_observations(spark, base: str, out: Path, new_files: list[str]) -> None:
+    """An incremental version's ``topic_snapshots``: the base's files (hard links) and one or a
+    few new files with the new snapshots' observations."""
+    import shutil
+
+    _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
+    if not new_files:
+        return
+    new_obs = inc.topic_snapshots(_read_store(spark, new_files))
+    _write(new_obs, out / ".new_topic_snapshots", files=1 if len(new_files) < 50 else None)
+    for part in (out / ".new_topic_snapshots").glob("*.parquet"):
+        os.replace(part, out / t.TOPIC_SNAPSHOTS / part.name)
+    shutil.rmtree(out / ".new_topic_snapshots")
 
 
 def _files_for(df, mode: str) -> int | None:
