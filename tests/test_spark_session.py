@@ -31,3 +31,85 @@ def test_driver_heap_comes_from_the_environment_whoever_starts_the_jvm():
     assert 2.5 * 2**30 < max_heap <= 3 * 2**30
 
 
+
+
+JVM_ARGUMENTS = (
+    "import sys\n"
+    "from topic_lineage.spark import get_spark\n"
+    "s = get_spark('probe', master='local[1]', quick_jit=sys.argv[1] == 'quick')\n"
+    "print(list(s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()"
+    ".getInputArguments()))\n"
+    "s.stop()\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["quick", "default"])
+def test_quick_jit_reaches_the_driver_jvm_only_when_asked(mode):
+    """``get_spark(quick_jit=True)`` starts the driver's JVM with C1 only (issue #24); without it
+    the JVM keeps HotSpot's optimizing compiler (a long-lived server or a test session)."""
+    from topic_lineage.spark import QUICK_JIT_OPTION
+
+    done = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS, mode], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    arguments = done.stdout.strip().splitlines()[-1]
+    assert "-Duser.timezone=UTC" in arguments
+    assert (QUICK_JIT_OPTION in arguments) == (mode == "quick")
+
+
+def test_quick_jit_is_for_small_stores_and_follows_the_small_input_switch(monkeypatch):
+    """Small stores get the quick JIT, large ones and ``TOPIC_LINEAGE_SMALL_INPUT_MB=0`` do not;
+    a smaller small-input limit lowers its limit too."""
+    from topic_lineage.spark import QUICK_JIT_MAX_BYTES, SMALL_INPUT_ENV, quick_jit_for
+
+    monkeypatch.delenv(SMALL_INPUT_ENV, raising=False)
+    assert quick_jit_for(0) and quick_jit_for(QUICK_JIT_MAX_BYTES)
+    assert not quick_jit_for(QUICK_JIT_MAX_BYTES + 1)
+    monkeypatch.setenv(SMALL_INPUT_ENV, "0")
+    assert not quick_jit_for(0)
+    monkeypatch.setenv(SMALL_INPUT_ENV, "1")
+    assert quick_jit_for(2**20) and not quick_jit_for(2**20 + 1)
+
+
+def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
+    """`topic-lineage build` over a small store starts its JVM with the quick JIT; with the
+    small-input settings off it does not. Read from the Spark event log of each build."""
+    import io
+    import json
+
+    import zstandard
+
+    from topic_lineage.spark import QUICK_JIT_OPTION, SMALL_INPUT_ENV
+
+    home = tmp_path / "home"
+    line = {"cluster_id": "MkU3OEVBNTcwNTJENDM2Qg", "cluster_alias": "prod-eu",
+            "captured_at": "2026-11-01T00:00:00Z", "complete": True,
+            "topics": [{"name": "orders", "topic_id": "b8tRS7h4TJ2Vt43Dp85v2A", "partition_count": 3,
+                        "replication_factor": 3, "is_internal": False, "error": None}]}
+    (tmp_path / "snapshots.jsonl").write_text(json.dumps(line) + "\n")
+    base = {**os.environ, "TOPIC_LINEAGE_HOME": str(home), "TOPIC_LINEAGE_SPARK_MASTER": "local[2]"}
+    command = [sys.executable, "-m", "topic_lineage.cli"]
+    done = subprocess.run([*command, "import", str(tmp_path / "snapshots.jsonl")], env=base,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    def driver_java_options(events: Path, **env: str) -> str:
+        events.mkdir()
+        submit = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} "
+                  f"pyspark-shell")
+        done = subprocess.run([*command, "build", "--full-refresh", "--no-validate", "--no-publish"],
+                              env={**base, **env, "PYSPARK_SUBMIT_ARGS": submit}, capture_output=True,
+                              text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        for path in events.rglob("events_*"):
+            raw = path.open("rb")
+            lines = (io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw))
+                     if path.suffix == ".zstd" else io.TextIOWrapper(raw))
+            for text in lines:
+                event = json.loads(text)
+                if event["Event"] == "SparkListenerEnvironmentUpdate":
+                    return dict(event["Spark Properties"])["spark.driver.extraJavaOptions"]
+        raise AssertionError(f"no environment event in {events}")
+
+    assert QUICK_JIT_OPTION in driver_java_options(tmp_path / "events-small")
+    assert QUICK_JIT_OPTION not in driver_java_options(tmp_path / "events-off", **{SMALL_INPUT_ENV: "0"})

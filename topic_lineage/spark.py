@@ -28,11 +28,35 @@ STATUS_RETENTION = {
 }
 
 
-def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None):
+# HotSpot compiles hot code twice: at once with its quick compiler (C1), later with the
+# optimizing one (C2), on background threads. A driver JVM that lives for one small build ends
+# before most of C2's work pays off, and on 2 cores that work competes with the build's planning.
+# Keeping C1 only (issue #24, 2026-11-25, 2 cores, 1,489 observations, one process per run):
+# full refresh 28.3-28.6 s with both, 22.0-24.3 s with C1 only; a bare session 7.4-7.8 s and
+# 6.2-6.4 s; at 99,462 observations (a 3.1 MB store) 33.9 and 39.3 s against 33.8 and 30.1 s;
+# at 601,098 (16.7 MB) 62.0 s against 83.6 s, slower. So never for a JVM that reads much or lives
+# long (the Spark Connect server, a test session): C2's code is what runs the data there.
+QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+QUICK_JIT_MAX_BYTES = 4 * 1024 * 1024
+"""Largest store (snapshot files' bytes) whose one-off build gets :data:`QUICK_JIT_OPTION`
+(about 130,000 observations), and never more than :func:`small_input_limit`."""
+
+
+def quick_jit_for(input_bytes: int) -> bool:
+    """Whether a one-off process reading ``input_bytes`` should start its JVM with
+    :data:`QUICK_JIT_OPTION` (``$TOPIC_LINEAGE_SMALL_INPUT_MB=0`` turns it off with the other
+    small-input settings)."""
+    return input_bytes <= min(QUICK_JIT_MAX_BYTES, small_input_limit()) and small_input_limit() > 0
+
+
+def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None,
+              *, quick_jit: bool = False):
     """A SparkSession with UTC time, no UI, and partition-type inference off.
 
     ``master`` defaults to ``$TOPIC_LINEAGE_SPARK_MASTER`` or ``local[*]``. Partition-type
     inference is off so that a cluster ID such as ``123`` stays a string in directory names.
+    ``quick_jit``: start the driver's JVM with :data:`QUICK_JIT_OPTION` (a one-off process over
+    little data, :func:`quick_jit_for`); no effect when this process's JVM already runs.
     """
     from pyspark.sql import SparkSession
 
@@ -53,7 +77,8 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
         .config("spark.sql.shuffle.partitions", os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY))
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions",
+                "-Duser.timezone=UTC" + (f" {QUICK_JIT_OPTION}" if quick_jit else ""))
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
     for key, value in {**STATUS_RETENTION, **(conf or {})}.items():

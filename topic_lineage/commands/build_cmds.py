@@ -104,8 +104,14 @@ def cmd_build(args: argparse.Namespace) -> int:
             return 0
     if not args.no_validate:
         import_gate_in_background()  # while the JVM starts and the build runs
-    # The deployment's Spark Connect server when it runs (no JVM start), unless --master.
-    spark, _ = pipeline_session("topic-lineage-build", master=args.master)
+    # The deployment's Spark Connect server when it runs (no JVM start), unless --master. A JVM
+    # started for a small store's build lives for that build only: quick JIT (topic_lineage.spark).
+    from topic_lineage import store
+    from topic_lineage.spark import quick_jit_for
+
+    store_bytes = sum(size for size, _ in store.snapshot_listing().values())
+    spark, _ = pipeline_session("topic-lineage-build", master=args.master,
+                                quick_jit=quick_jit_for(store_bytes))
     try:
         result = run_build(
             spark, version_id=args.version_id, full_refresh=args.full_refresh,

@@ -186,10 +186,11 @@ def use_published_tables(spark, version: str) -> None:
     spark.sql(f"ALTER VIEW {marked} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{version}')")
 
 
-def pipeline_session(app_name: str, master: str | None = None):
+def pipeline_session(app_name: str, master: str | None = None, *, quick_jit: bool = False):
     """The session a build or a validation runs on: the deployment's Spark Connect server when
     one answers (:func:`remote_url`) and no ``master`` was asked for,
-    so the step starts no JVM and plans on a warm one; else :func:`get_spark` as before.
+    so the step starts no JVM and plans on a warm one; else :func:`get_spark` as before
+    (``quick_jit``: see there).
 
     Returns ``(spark, remote_url_or_None)``. ``spark.stop()`` on a Connect session only releases
     it on the server; the server keeps running.
@@ -200,4 +201,4 @@ def pipeline_session(app_name: str, master: str | None = None):
         url = remote_url()
         if url:
             return connect(url), url
-    return get_spark(app_name, master=master), None
+    return get_spark(app_name, master=master, quick_jit=quick_jit), None
