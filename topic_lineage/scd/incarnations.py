@@ -15,7 +15,8 @@ property tests check that this module equals it row for row.
    nothing (issue #12). It takes the last ID seen for N before it, or else the next ID seen for N
    if that is the ID's very first appearance (R4, ``id_assigned``). Otherwise it is keyed by
    ``(cluster_id, name)``. Holds are decided first (pass 1, segments broken at every complete
-   snapshot: the hold counts do not depend on it), then everything else (pass 2). Two names
+   snapshot: the hold counts do not depend on it), then everything else (pass 2; when no
+   snapshot is held, pass 2 would break the segments where pass 1 did, and reuses its rows). Two names
    carrying one ID in one snapshot: the first in name order is the ID's observation.
 2. **Gaps.** After each observation of an incarnation comes a gap until its next observation (or
    forever). The gap is *closed* (the incarnation ends) at the earliest of
@@ -299,11 +300,17 @@ def derive(
     # held snapshot joins the name's previous incarnation or starts its own: either way it is
     # one identity seen after the held snapshot, and the earlier one lacked from it.
     undecided = ranked.withColumn(t.HELD, F.lit(None).cast("boolean"))
-    provisional = identified_gaps(undecided).filter(~F.col("_is_name_only_seed"))
-    runs_out = keep(_hold(ranked, provisional, policy))
+    provisional = keep(identified_gaps(undecided))
+    runs_out = keep(_hold(ranked, provisional.filter(~F.col("_is_name_only_seed")), policy))
 
     # Pass 2, everything else: segments broken only where something could end an incarnation.
-    gapped = keep(identified_gaps(runs_out))
+    # Without any held snapshot that is pass 1 again (an undecided hold counts as not held), so
+    # pass 1's rows are reused: most builds hold nothing, and pass 2 was a third of the
+    # derivation's time on small input (issue #24).
+    if runs_out.filter(F.col(t.HELD)).isEmpty():
+        gapped = provisional
+    else:
+        gapped = keep(identified_gaps(runs_out))
     # A seed that is not its identity's last one (a name's last observation) only served the
     # name windows; versions continue from the identity's last seed. It goes to the next state
     # as it came.
@@ -316,7 +323,7 @@ def derive(
         snapshot_runs=_ddl_select(runs_out, t.SNAPSHOT_RUNS_DDL),
         topic_incarnations=_incarnation_rows(rows),
         state=_next_state(rows, name_only_seeds),
-        cached=(ranked, observed, runs_out, gapped, rows),
+        cached=(ranked, observed, provisional, runs_out, gapped, rows),
     )
 
 
