@@ -233,3 +233,47 @@ def test_build_refuses_to_publish_a_deleted_id_that_comes_back(tmp_path):
     assert any(r["change_type"] == "reappeared" and r["topic_id"] == ORDERS_ID for r in rejected)
     manifest = json.loads((home / "warehouse" / "versions" / "v2-comeback" / "manifest.json").read_text())
     assert manifest["status"] == "rejected"
+
+
+def test_the_gate_keeps_the_newest_runs_and_their_results(tl_home, monkeypatch):
+    """A deployment validates every cycle: the gate log, the GX results and the Data Docs pages
+    of runs older than the newest $TOPIC_LINEAGE_QUALITY_KEEP_RUNS go (each gate's Data Docs
+    build lists every stored result), those of kept runs stay, and the page shows what is kept."""
+    from datetime import UTC, datetime
+
+    from topic_lineage.errors import TopicLineageError
+    from topic_lineage.quality import overview
+    from topic_lineage.quality.gate import GateResult, Outcome
+
+    def stored(version: str) -> list[Path]:
+        """A GX result and its Data Docs page as the gate stores them (suite/run/time/batch)."""
+        paths = [tl_home / "quality" / "validations" / t.TOPIC_INCARNATIONS / version / "20261101T000000Z" / "b.json",
+                 qc.data_docs_dir() / "validations" / t.TOPIC_INCARNATIONS / version / "20261101T000000Z" / "b.html"]
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}")
+        return paths
+
+    def gate_run(version: str) -> None:
+        overview.record(GateResult(
+            version=version, success=True, failures=[], docs_index=qc.overview_page(),
+            outcomes=[Outcome(t.TOPIC_INCARNATIONS, "live IDs unique", "", True, 0, [])],
+            validated_at=datetime(2026, 11, 10, tzinfo=UTC),
+        ))
+
+    monkeypatch.setenv(overview.KEEP_RUNS_ENV, "2")
+    files = {version: stored(version) for version in ("v-1", "v-2", "v-3")}
+    gate_run("v-1")
+    gate_run("v-2")
+    assert all(path.exists() for version in files for path in files[version])  # 2 runs: none go
+    gate_run("v-3")
+    assert [r["version"] for r in overview.read_records()] == ["v-2", "v-3"]
+    assert not any(path.exists() for path in files["v-1"])
+    assert all(path.exists() for version in ("v-2", "v-3") for path in files[version])
+    page = qc.overview_page().read_text()
+    assert "v-3" in page and "v-2" in page and "v-1" not in page
+
+    monkeypatch.setenv(overview.KEEP_RUNS_ENV, "none")
+    with pytest.raises(TopicLineageError, match="TOPIC_LINEAGE_QUALITY_KEEP_RUNS"):
+        gate_run("v-4")
+    assert [r["version"] for r in overview.read_records()] == ["v-2", "v-3"]  # nothing written

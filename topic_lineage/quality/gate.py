@@ -394,9 +394,10 @@ def validate_frames(
     )
 
     from topic_lineage.quality import context as qc
-    from topic_lineage.quality import suites
+    from topic_lineage.quality import overview, suites
 
     config = config or GateConfig.from_env()
+    keep_runs = overview.keep_runs()  # a bad setting fails before the validation, not after
     now = now or datetime.now(UTC)
     if now.tzinfo is None:
         raise GateError(f"'now' must be an aware UTC datetime, got {now!r}")
@@ -458,9 +459,7 @@ def validate_frames(
         seconds=time.monotonic() - started,
         scope=dict(scope or {}),
     )
-    from topic_lineage.quality import overview
-
-    overview.record(gate_result)
+    overview.record(gate_result, keep=keep_runs)
     log.info("validated version %s in %.1f s", version, gate_result.seconds)
     return gate_result
 

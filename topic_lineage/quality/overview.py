@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import shutil
 from pathlib import Path
 
-from topic_lineage.fsutil import write_durably
+from topic_lineage import tables as t
+from topic_lineage.fsutil import file_lock, write_durably
 from topic_lineage.quality import context as qc
 
 HISTORY_SHOWN = 50
@@ -45,13 +48,66 @@ td.meaning { min-width: 22em; max-width: 34em; }
 """
 
 
-def record(result) -> Path:
-    """Append ``result`` (a :class:`~topic_lineage.quality.gate.GateResult`) and re-render."""
+KEEP_RUNS_ENV = "TOPIC_LINEAGE_QUALITY_KEEP_RUNS"
+DEFAULT_KEEP_RUNS = 200
+"""Gate runs whose record and Great Expectations results are kept (two days of 15-minute
+cycles); a version's own verdict stays in its manifest as long as the version does."""
+
+
+def keep_runs() -> int:
+    """``$TOPIC_LINEAGE_QUALITY_KEEP_RUNS`` (default :data:`DEFAULT_KEEP_RUNS`, at least 1)."""
+    text = os.environ.get(KEEP_RUNS_ENV)
+    if text is None:
+        return DEFAULT_KEEP_RUNS
+    try:
+        keep = int(text)
+    except ValueError:
+        keep = 0
+    if keep < 1:
+        from topic_lineage.errors import TopicLineageError
+
+        raise TopicLineageError(
+            f"invalid ${KEEP_RUNS_ENV} {text!r}: give the number of gate runs to keep (e.g. 200)"
+        )
+    return keep
+
+
+def record(result, keep: int | None = None) -> Path:
+    """Append ``result`` (a :class:`~topic_lineage.quality.gate.GateResult`), keep the newest
+    ``keep`` gate runs (default :func:`keep_runs`; :func:`prune`) and re-render; one gate at a
+    time (a lock beside the log)."""
+    keep = keep_runs() if keep is None else keep  # a bad setting fails before anything is written
     log = qc.gate_log()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(_as_record(result), default=_json_default) + "\n")
-    return render()
+    with file_lock(log.with_suffix(".lock")):
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(_as_record(result), default=_json_default) + "\n")
+        prune(keep)
+        return render()
+
+
+def prune(keep: int) -> int:
+    """Keep the newest ``keep`` gate runs: older lines of the gate log go, and so do the stored
+    Great Expectations results and Data Docs pages of every version no kept run validated.
+    Returns the number of result directories removed.
+
+    Without it a deployment that validates every cycle stores results forever, and each gate
+    pays for them: the Data Docs build lists every stored result (0.2 s with 65 of them, 2.7 s
+    with 13,065, about a month of 15-minute cycles; issue #24), and the log is read whole."""
+    records = read_records()
+    if len(records) <= keep:
+        return 0
+    kept = records[-keep:]
+    write_durably(qc.gate_log(), "".join(json.dumps(r, default=_json_default) + "\n" for r in kept))
+    versions = {r.get("version") for r in kept}
+    removed = 0
+    # <suite>/<run name: the version>/<run time>/<batch>: the results' and the pages' layout
+    for root in (t.quality_dir() / "validations", qc.data_docs_dir() / "validations"):
+        for run in sorted(root.glob("*/*")):
+            if run.is_dir() and run.name not in versions:
+                shutil.rmtree(run, ignore_errors=True)
+                removed += 1
+    return removed
 
 
 def _json_default(value):
