@@ -56,6 +56,14 @@ def test_bad_file_is_one_error_line_and_stores_nothing(tl_home, tmp_path):
     assert stored_files(tl_home) == []
 
 
+@pytest.mark.parametrize("threshold", [("--hold-ratio", "1"), ("--hold-ratio", "-0.1"),
+                                       ("--hold-min", "0")], ids=lambda t: " ".join(t))
+def test_an_out_of_range_hold_threshold_is_one_error_line(tl_home, threshold):
+    """R3's thresholds out of range ([0, 1) and at least 1) are refused before a JVM starts."""
+    result = run(tl_home, "build", *threshold)
+    assert_one_error_line(result, "invalid mass-deletion hold threshold", "--hold-ratio in [0, 1)")
+
+
 def test_good_file_imports_and_lists(tl_home, tmp_path):
     path = tmp_path / "snaps.jsonl"
     path.write_text(json.dumps(GOOD) + "\n")

@@ -43,13 +43,18 @@ def hold_thresholds(ratio: float | None = None, min_count: int | None = None) ->
     import os
 
     from topic_lineage.errors import TopicLineageError
-    from topic_lineage.scd.hold import DEFAULT_MIN_COUNT, DEFAULT_RATIO
+    from topic_lineage.scd.hold import DEFAULT_MIN_COUNT, DEFAULT_RATIO, HoldPolicy
 
     try:
-        return (float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, DEFAULT_RATIO)),
-                int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, DEFAULT_MIN_COUNT)))
+        values = (float(ratio if ratio is not None else os.environ.get(HOLD_RATIO_ENV, DEFAULT_RATIO)),
+                  int(min_count if min_count is not None else os.environ.get(HOLD_MIN_ENV, DEFAULT_MIN_COUNT)))
+        HoldPolicy(*values)  # the ranges, checked before anything runs
     except ValueError as exc:
-        raise TopicLineageError(f"invalid mass-deletion hold threshold: {exc}") from None
+        raise TopicLineageError(
+            f"invalid mass-deletion hold threshold: {exc}; give --hold-ratio in [0, 1) and "
+            f"--hold-min of at least 1 (or ${HOLD_RATIO_ENV} / ${HOLD_MIN_ENV})"
+        ) from None
+    return values
 
 
 def _build_code_files() -> list[Path]:
