@@ -305,8 +305,8 @@ def derive(
 
     # Pass 2, everything else: segments broken only where something could end an incarnation.
     # Without any held snapshot that is pass 1 again (an undecided hold counts as not held), so
-    # pass 1's rows are reused: most builds hold nothing, and pass 2 was a third of the
-    # derivation's time on small input (issue #24).
+    # pass 1's rows are reused (issue #24: a small build's derivation 10.3-11.0 s -> 8.1-9.7 s
+    # where nothing is held; a cluster that ever had a held snapshot keeps paying for pass 2).
     if runs_out.filter(F.col(t.HELD)).isEmpty():
         gapped = provisional
     else:
