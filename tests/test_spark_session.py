@@ -74,11 +74,9 @@ def test_quick_jit_is_for_small_stores_and_follows_the_small_input_switch(monkey
 def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
     """`topic-lineage build` over a small store starts its JVM with the quick JIT; with the
     small-input settings off it does not. Read from the Spark event log of each build."""
-    import io
     import json
 
-    import zstandard
-
+    from tests.benchmarks.bench_small import event_log_lines
     from topic_lineage.spark import QUICK_JIT_OPTION, SMALL_INPUT_ENV
 
     home = tmp_path / "home"
@@ -101,14 +99,10 @@ def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
                               env={**base, **env, "PYSPARK_SUBMIT_ARGS": submit}, capture_output=True,
                               text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
-        for path in events.rglob("events_*"):
-            raw = path.open("rb")
-            lines = (io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw))
-                     if path.suffix == ".zstd" else io.TextIOWrapper(raw))
-            for text in lines:
-                event = json.loads(text)
-                if event["Event"] == "SparkListenerEnvironmentUpdate":
-                    return dict(event["Spark Properties"])["spark.driver.extraJavaOptions"]
+        for text in event_log_lines(events):
+            event = json.loads(text)
+            if event["Event"] == "SparkListenerEnvironmentUpdate":
+                return dict(event["Spark Properties"])["spark.driver.extraJavaOptions"]
         raise AssertionError(f"no environment event in {events}")
 
     assert QUICK_JIT_OPTION in driver_java_options(tmp_path / "events-small")

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,19 +46,23 @@ GOALS = {"full": 1.5, "incremental": 1.2}
 CONNECT_GOAL_S = 3.0
 
 
-def spark_jobs(event_dir: Path) -> int:
-    """Spark jobs recorded in the (zstd-compressed, Spark 4 rolling) event logs of a directory."""
+def event_log_lines(event_dir: Path) -> Iterator[str]:
+    """Every line (one JSON event each) of the (zstd-compressed, Spark 4 rolling) Spark event
+    logs written under ``event_dir`` (``spark.eventLog.dir``)."""
     import io
 
     import zstandard
 
-    jobs = 0
-    for path in event_dir.glob("*/events_*"):
+    for path in sorted(event_dir.glob("*/events_*")):
         with path.open("rb") as raw:
             opened = (io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw))
                       if path.suffix == ".zstd" else io.TextIOWrapper(raw))
-            jobs += sum('"Event":"SparkListenerJobStart"' in line for line in opened)
-    return jobs
+            yield from opened
+
+
+def spark_jobs(event_dir: Path) -> int:
+    """Spark jobs recorded in the event logs of a directory."""
+    return sum('"Event":"SparkListenerJobStart"' in line for line in event_log_lines(event_dir))
 
 
 class Variant:
