@@ -46,7 +46,8 @@ def quick_jit_for(input_bytes: int) -> bool:
     """Whether a one-off process reading ``input_bytes`` should start its JVM with
     :data:`QUICK_JIT_OPTION` (``$TOPIC_LINEAGE_SMALL_INPUT_MB=0`` turns it off with the other
     small-input settings)."""
-    return input_bytes <= min(QUICK_JIT_MAX_BYTES, small_input_limit()) and small_input_limit() > 0
+    limit = small_input_limit()
+    return limit > 0 and input_bytes <= min(QUICK_JIT_MAX_BYTES, limit)
 
 
 def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None,
