@@ -3,9 +3,9 @@
 - The gate reads of ``topic_snapshots`` only the files an incremental version does not share
   with a base the gate passed with the same suite (``quality.gate.snapshot_scope``); anything
   else (no verdict, another suite, a copied file, ``--all-rows``) reads every row.
-- A build or gate over little input runs with ``topic_lineage.spark.SMALL_INPUT_CONF`` and the
-  derivation checkpoints instead of persisting (``spark.sized_for``); the tables are the same
-  as with the session's settings.
+- A build or gate over little input runs with ``topic_lineage.spark.SMALL_INPUT_CONF`` (and
+  over tiny input with ``INTERPRETED_CONF`` too) and the derivation checkpoints instead of
+  persisting (``spark.sized_for``); the tables are the same as with the session's settings.
 """
 
 from __future__ import annotations
@@ -120,9 +120,10 @@ def _tables(spark, version: str) -> dict[str, list]:
 
 @pytest.mark.spark
 def test_small_input_settings_give_the_same_tables(spark, tmp_path, monkeypatch):
-    """A full build, then an incremental one with a late snapshot and a new one, once with the
-    small-input settings (the default for this size) and once with the session's, each in a
-    home of its own."""
+    """A full build, then an incremental one with a late snapshot and a new one, each in a home
+    of its own: with the settings for tiny input (the default for this size: small-input
+    settings and interpreted execution), with the small-input settings only (the default from
+    4 MiB up to 64 MiB), and with the session's."""
     history = [snap(0, topic("orders", X), topic("payments", Y)),
                snap(2, topic("orders", X, partitions=6)),
                snap(3, topic("orders", Z, error="TOPIC_AUTHORIZATION_FAILED"), complete=False)]
@@ -130,7 +131,12 @@ def test_small_input_settings_give_the_same_tables(spark, tmp_path, monkeypatch)
              snap(4, topic("orders", Z), topic("payments", Y))]
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     built = {}
-    for label, limit in (("small", None), ("session", "0")):
+    variants = {"tiny": {**tl_spark.SMALL_INPUT_CONF, **tl_spark.INTERPRETED_CONF},
+                "small": tl_spark.SMALL_INPUT_CONF, "session": "session"}
+    codegen = spark.conf.get("spark.sql.codegen.wholeStage")
+    for label, limit in (("tiny", None), ("small", None), ("session", "0")):
+        monkeypatch.setattr(tl_spark, "QUICK_JIT_MAX_BYTES",
+                            0 if label == "small" else 4 * 1024 * 1024)
         monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / label))
         if limit is None:
             monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
@@ -141,14 +147,39 @@ def test_small_input_settings_give_the_same_tables(spark, tmp_path, monkeypatch)
         store.save_all(later, "import:jsonl")
         incremental = build_version(spark, "v-inc", base_version=full.version)
         assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive  # restored
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == codegen
         assert incremental.mode == "incremental" and incremental.recomputed_clusters
-        expected = tl_spark.SMALL_INPUT_CONF if label == "small" else "session"
+        expected = variants[label]
         manifests = [wh.read_manifest(v) for v in ("v-full", "v-inc")]
         assert [m["spark_settings"] for m in manifests] == [expected, expected]
         assert all(m["input_bytes"] > 0 for m in manifests)
         built[label] = (_tables(spark, "v-full"), _tables(spark, "v-inc"))
-    assert built["small"] == built["session"]
+    assert built["tiny"] == built["small"] == built["session"]
     assert built["small"][1] != built["small"][0]  # the second build changed something
+
+
+@pytest.mark.spark
+def test_tiny_input_runs_interpreted_and_the_session_gets_its_settings_back(spark, monkeypatch):
+    """Up to 4 MiB Spark interprets the plan (no whole-stage code generation); above it, or
+    with the small-input settings off, it compiles; after the block the session is as before."""
+    monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
+
+    def compiled() -> bool:  # whole-stage code generation marks its operators with "*(n)"
+        plan = spark.range(10).selectExpr("id + 1 AS n").filter("n > 3")
+        return "*(" in plan._jdf.queryExecution().executedPlan().toString()
+
+    before = {key: spark.conf.get(key, None) for key in tl_spark.INTERPRETED_CONF}
+    assert compiled()
+    with tl_spark.sized_for(spark, tl_spark.QUICK_JIT_MAX_BYTES) as settings:
+        assert settings == {**tl_spark.SMALL_INPUT_CONF, **tl_spark.INTERPRETED_CONF}
+        assert not compiled()
+    assert compiled()
+    assert {key: spark.conf.get(key, None) for key in tl_spark.INTERPRETED_CONF} == before
+    with tl_spark.sized_for(spark, tl_spark.QUICK_JIT_MAX_BYTES + 1) as settings:
+        assert settings == tl_spark.SMALL_INPUT_CONF and compiled()
+    monkeypatch.setenv(tl_spark.SMALL_INPUT_ENV, "0")
+    with tl_spark.sized_for(spark, 0) as settings:
+        assert settings == {} and compiled()
 
 
 def test_small_input_limit_is_read_from_the_environment(monkeypatch):

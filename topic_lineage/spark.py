@@ -46,7 +46,11 @@ def quick_jit_for(input_bytes: int) -> bool:
     """Whether a one-off process reading ``input_bytes`` should start its JVM with
     :data:`QUICK_JIT_OPTION` (``$TOPIC_LINEAGE_SMALL_INPUT_MB=0`` turns it off with the other
     small-input settings)."""
-    limit = small_input_limit()
+    return _tiny(input_bytes, small_input_limit())
+
+
+def _tiny(input_bytes: int, limit: int) -> bool:
+    """At most :data:`QUICK_JIT_MAX_BYTES` and the small-input ``limit`` (0: the settings are off)."""
     return limit > 0 and input_bytes <= min(QUICK_JIT_MAX_BYTES, limit)
 
 
@@ -95,6 +99,16 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
 # incremental cycle over the 10 M-observation benchmark history, warm session, 2 cores
 # (2026-11-24, docs/benchmarks.md): build 20-21 s with the defaults, 13-17 s with these.
 SMALL_INPUT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.adaptive.enabled": "false"}
+# Spark compiles Java code for each new query (whole-stage code generation, and a projection,
+# predicate or ordering class per expression), with Janino, on the driver. Over a few thousand
+# rows that compiling is most of a job's time in a young JVM, and every query of a build or gate
+# is new. Up to QUICK_JIT_MAX_BYTES of input Spark interprets the plan instead (issue #24,
+# 2026-11-25, 2 cores, 4,398 observations, in-process full build, one process per run: 11.2 and
+# 12.1 s with code generation, 9.2 and 9.3 s without; the same build again in that JVM 5.9-6.0 s
+# and 3.8-4.3 s; at 99,462 observations 14.9 s against 14.2 s, even, hence the limit). Spark's
+# own tests run every operator in both modes; the rows are the same (tests/test_cycle_path.py).
+INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false",
+                    "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 SMALL_INPUT_ENV = "TOPIC_LINEAGE_SMALL_INPUT_MB"
 DEFAULT_SMALL_INPUT_MB = 64.0
 
@@ -120,17 +134,23 @@ def small_input_limit() -> int:
 @contextlib.contextmanager
 def sized_for(spark, input_bytes: int):
     """Run the block with :data:`SMALL_INPUT_CONF` when ``input_bytes`` is at most
-    :func:`small_input_limit`, restoring the session's values afterwards (a Connect server's
-    session or a test's outlives it). Yields whether it applied. The results are the same
-    either way; only the plan's execution differs."""
-    if input_bytes > small_input_limit():
-        yield False
+    :func:`small_input_limit`, and with :data:`INTERPRETED_CONF` too up to
+    :data:`QUICK_JIT_MAX_BYTES`, restoring the session's values afterwards (a Connect server's
+    session or a test's outlives it). Yields the settings it applied (empty: none). The results
+    are the same either way; only the plan's execution differs."""
+    limit = small_input_limit()
+    if limit == 0 or input_bytes > limit:  # 0: the small-input settings are off
+        yield {}
         return
-    previous = {key: spark.conf.get(key) for key in SMALL_INPUT_CONF}
-    for key, value in SMALL_INPUT_CONF.items():
+    settings = {**SMALL_INPUT_CONF, **(INTERPRETED_CONF if _tiny(input_bytes, limit) else {})}
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
         spark.conf.set(key, value)
     try:
-        yield True
+        yield settings
     finally:
         for key, value in previous.items():
-            spark.conf.set(key, value)
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

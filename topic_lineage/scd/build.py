@@ -36,7 +36,7 @@ from topic_lineage.faults import fault_point
 from topic_lineage.fsutil import files_bytes
 from topic_lineage.scd import groups
 from topic_lineage.scd import incarnations as inc
-from topic_lineage.spark import SMALL_INPUT_CONF, sized_for
+from topic_lineage.spark import sized_for
 
 log = logging.getLogger("topic_lineage.build")
 
@@ -210,7 +210,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
             store_rows = _read_store(spark, sorted(files))
             observations = background.submit(_write, inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
             derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy,
-                                   checkpoint=small_input)
+                                   checkpoint=bool(small_input))
             runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
             mode = "full"
         else:
@@ -230,7 +230,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
             old_runs = base_runs.filter(in_incremental).withColumn(t.AUTHORITATIVE, F.lit(None).cast("boolean"))
             all_runs = old_runs.select(*t.ddl_columns(inc.RUNS_IN_DDL)).unionByName(new_runs)
             derived = inc.derive(store_rows, all_runs, base_state.filter(in_incremental), policy,
-                                   checkpoint=small_input)
+                                   checkpoint=bool(small_input))
             runs = base_runs.filter(~(in_incremental | in_late)).unionByName(derived.snapshot_runs)
             incarnations = inc.merge_incarnations(base_inc.filter(~in_late), derived.topic_incarnations)
             state = base_state.filter(~(in_incremental | in_late)).unionByName(derived.state)
@@ -263,7 +263,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         version, wh.BUILT,
         mode=mode, snapshot_files=files, snapshot_count=len(files), new_snapshots=len(new_files),
         recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
-        input_bytes=input_bytes, spark_settings=SMALL_INPUT_CONF if small_input else "session",
+        input_bytes=input_bytes, spark_settings=small_input or "session",
         hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
         group_files=group_files,
         cluster_newest={c: compact_timestamp(ts) for c, ts in newest.items()},
