@@ -438,3 +438,25 @@ def test_freshness_does_not_judge_clusters_known_only_from_imports(spark, tl_hom
     (failure,) = result.failures
     assert failure.name == s.NEWEST_SNAPSHOT_FRESH and failure.severity == "warning"
     assert [row[t.CLUSTER_ID] for row in failure.rows] == [OTHER_CLUSTER]
+
+
+@pytest.mark.parametrize("result_format", ["BOOLEAN_ONLY", "COMPLETE"])
+def test_a_verdict_only_validation_counts_offending_rows_without_fetching_them(result_format):
+    """The gate's first pass (BOOLEAN_ONLY) runs each row query once, for its count; a
+    validation that reports the rows (the failing table's second pass) also fetches them.
+    That the verdicts stay right is what every case above checks (they go through both)."""
+    from topic_lineage.quality import custom_expectations as cx
+
+    expectation = cx.ExpectDeletedTopicIdsNeverToComeBack()
+    metrics = expectation.get_validation_dependencies(
+        runtime_configuration={"result_format": result_format}
+    ).get_metric_names()
+    expected = {"unexpected_rows_query.row_count"}
+    if result_format == "COMPLETE":
+        expected.add("unexpected_rows_query.table")
+    assert set(metrics) == expected
+    if result_format == "BOOLEAN_ONLY":  # the count alone is the verdict
+        for count, met in ((0, True), (2, False)):
+            assert expectation._validate({"unexpected_rows_query.row_count": count},
+                                         runtime_configuration={"result_format": result_format}
+                                         ) == {"success": met}
