@@ -182,6 +182,33 @@ def test_tiny_input_runs_interpreted_and_the_session_gets_its_settings_back(spar
         assert settings == {} and compiled()
 
 
+@pytest.mark.spark
+def test_small_input_lists_many_files_without_a_spark_job(spark, tmp_path, monkeypatch):
+    """Spark lists more than 32 input paths with a job of its own (a second in a new JVM); with
+    the small-input settings the driver lists them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
+    paths = []
+    for n in range(40):
+        pq.write_table(pa.table({"n": [n]}), tmp_path / f"part-{n}.parquet")
+        paths.append(str(tmp_path / f"part-{n}.parquet"))
+    tracker = spark.sparkContext.statusTracker()
+
+    def listing_jobs(group: str) -> int:
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            spark.read.schema("n BIGINT").parquet(*paths)  # lists, runs no query
+        finally:
+            spark.sparkContext.setJobGroup("", "")
+        return len(tracker.getJobIdsForGroup(group))
+
+    with tl_spark.sized_for(spark, 1024):
+        assert listing_jobs("small-listing") == 0
+    assert listing_jobs("session-listing") == 1
+
+
 def test_small_input_limit_is_read_from_the_environment(monkeypatch):
     monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
     assert tl_spark.small_input_limit() == 64 * 1024 * 1024

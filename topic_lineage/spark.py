@@ -98,7 +98,11 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
 # one incremental build) and every shuffle has as many tasks as partitions. Measured on one
 # incremental cycle over the 10 M-observation benchmark history, warm session, 2 cores
 # (2026-11-24, docs/benchmarks.md): build 20-21 s with the defaults, 13-17 s with these.
-SMALL_INPUT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.adaptive.enabled": "false"}
+# Spark lists more than 32 input paths with a Spark job of its own; a small build's files are
+# listed on the driver instead (issue #24: reading a store of 45 snapshot files in a new JVM
+# 1.37 s with that job, 0.75 s without; in a warm one 0.31 s and 0.04 s).
+SMALL_INPUT_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.adaptive.enabled": "false",
+                    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
 # Spark compiles Java code for each new query (whole-stage code generation, and a projection,
 # predicate or ordering class per expression), with Janino, on the driver. Over a few thousand
 # rows that compiling is most of a job's time in a young JVM, and every query of a build or gate
