@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +32,34 @@ def test_driver_heap_comes_from_the_environment_whoever_starts_the_jvm():
     assert 2.5 * 2**30 < max_heap <= 3 * 2**30
 
 
+
+
+JVM_CALLS = (
+    "import json\nimport py4j.java_gateway as gateway\n"
+    "from pyspark.sql import functions as F\n"
+    "from topic_lineage.spark import get_spark\n"
+    "s = get_spark('probe', master='local[1]')\n"
+    "df = s.range(3)\n"
+    "df.select(F.col('id'))\n"  # the first call reads the setting, once per process
+    "calls = []\n"
+    "call = gateway.JavaMember.__call__\n"
+    "gateway.JavaMember.__call__ = lambda self, *a: calls.append(self.name) or call(self, *a)\n"
+    "df.select((F.col('id') + F.lit(1)).alias('n'))\n"
+    "print(json.dumps(calls))\n"
+    "s.stop()\n"
+)
+
+
+def test_column_functions_do_not_report_their_call_site_to_the_jvm():
+    """A session from get_spark does not record each Column function's Python call site in the
+    JVM (five round trips per call, issue #24): building an expression and a select is a few
+    calls, none of them PySparkCurrentOrigin's set or clear."""
+    done = subprocess.run([sys.executable, "-c", JVM_CALLS], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "set" not in calls and "clear" not in calls
+    assert len(calls) <= 8, calls
 
 
 JVM_ARGUMENTS = (
