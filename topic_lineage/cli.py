@@ -55,5 +55,24 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def run() -> None:
+    """The ``topic-lineage`` command (console script): :func:`main`, then a quick exit.
+
+    A build's process holds Great Expectations, pandas and PySpark, and the interpreter took
+    0.75-1 s to tear them down object by object after the work was done (issue #24). So the
+    exit runs what must run at exit (the ``atexit`` handlers: logging, PySpark's gateway, the
+    Spark Connect client), flushes the output and ends the process without that teardown.
+    Every command waits for its own threads before it returns.
+    """
+    import atexit
+    import os
+
+    code = main()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -39,7 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
-CLI = "import sys; from topic_lineage.cli import main; sys.exit(main())"
+# the console script's entry point (topic_lineage.cli.run; main before it existed)
+CLI = "import sys; from topic_lineage import cli; sys.exit(getattr(cli, 'run', cli.main)())"
 BARE = ("from topic_lineage.spark import get_spark; s = get_spark('bare'); "
         "s.range(10).count(); s.stop()")
 GOALS = {"full": 1.5, "incremental": 1.2}
