@@ -23,8 +23,8 @@ GOOD = {
 }
 
 
-def run(tl_home, *args, timeout=120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(tl_home)}
+def run(tl_home, *args, timeout=120, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(tl_home), **(env or {})}
     return subprocess.run(
         [str(SCRIPT), *args], check=False, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -151,11 +151,21 @@ def test_demo_shows_two_ids_for_orders(tl_home):
 @pytest.mark.broker
 @pytest.mark.spark
 @pytest.mark.slow
-def test_demo_builds_validates_publishes_and_queries_two_incarnations(tl_home):
+def test_demo_builds_validates_publishes_and_queries_two_incarnations(tl_home, tmp_path):
     """The README's main job without its Airflow step: the published table shows the
-    re-created `orders` as two incarnations, and the gate's Data Docs page exists."""
-    result = run(tl_home, "demo", "--skip-airflow", timeout=1200)
+    re-created `orders` as two incarnations, and the gate's Data Docs page exists. Its JVM,
+    which lives for the demo's small store only, has the quick JIT (read from its event log)."""
+    from tests.benchmarks.bench_small import driver_java_options
+    from topic_lineage.spark import QUICK_JIT_OPTION
+
+    events = tmp_path / "events"
+    events.mkdir()
+    submit = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} "
+              f"pyspark-shell")
+    result = run(tl_home, "demo", "--skip-airflow", timeout=1200,
+                 env={"PYSPARK_SUBMIT_ARGS": submit})
     assert result.returncode == 0, result.stderr
     assert "orders: 2 incarnations" in result.stdout
     assert (tl_home / "warehouse" / "CURRENT").read_text().strip()
     assert (tl_home / "quality" / "index.html").is_file()
+    assert QUICK_JIT_OPTION in driver_java_options(events)

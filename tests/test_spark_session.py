@@ -103,9 +103,7 @@ def test_quick_jit_is_for_small_stores_and_follows_the_small_input_switch(monkey
 def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
     """`topic-lineage build` over a small store starts its JVM with the quick JIT; with the
     small-input settings off it does not. Read from the Spark event log of each build."""
-    import json
-
-    from tests.benchmarks.bench_small import event_log_lines
+    from tests.benchmarks.bench_small import driver_java_options
     from topic_lineage.spark import QUICK_JIT_OPTION, SMALL_INPUT_ENV
 
     home = tmp_path / "home"
@@ -120,7 +118,7 @@ def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
 
-    def driver_java_options(events: Path, **env: str) -> str:
+    def build_java_options(events: Path, **env: str) -> str:
         events.mkdir()
         submit = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} "
                   f"pyspark-shell")
@@ -128,11 +126,7 @@ def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
                               env={**base, **env, "PYSPARK_SUBMIT_ARGS": submit}, capture_output=True,
                               text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
-        for text in event_log_lines(events):
-            event = json.loads(text)
-            if event["Event"] == "SparkListenerEnvironmentUpdate":
-                return dict(event["Spark Properties"])["spark.driver.extraJavaOptions"]
-        raise AssertionError(f"no environment event in {events}")
+        return driver_java_options(events)
 
-    assert QUICK_JIT_OPTION in driver_java_options(tmp_path / "events-small")
-    assert QUICK_JIT_OPTION not in driver_java_options(tmp_path / "events-off", **{SMALL_INPUT_ENV: "0"})
+    assert QUICK_JIT_OPTION in build_java_options(tmp_path / "events-small")
+    assert QUICK_JIT_OPTION not in build_java_options(tmp_path / "events-off", **{SMALL_INPUT_ENV: "0"})

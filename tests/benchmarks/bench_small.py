@@ -61,6 +61,17 @@ def event_log_lines(event_dir: Path) -> Iterator[str]:
             yield from opened
 
 
+def driver_java_options(event_dir: Path) -> str:
+    """``spark.driver.extraJavaOptions`` of the application logged under ``event_dir``."""
+    import json
+
+    for line in event_log_lines(event_dir):
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerEnvironmentUpdate":
+            return dict(event["Spark Properties"])["spark.driver.extraJavaOptions"]
+    raise AssertionError(f"no environment event in {event_dir}")
+
+
 def spark_jobs(event_dir: Path) -> int:
     """Spark jobs recorded in the event logs of a directory."""
     return sum('"Event":"SparkListenerJobStart"' in line for line in event_log_lines(event_dir))

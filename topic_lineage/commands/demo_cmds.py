@@ -35,11 +35,13 @@ class DemoRun:
         self.out(text)
 
     def spark(self):
-        """One SparkSession for the build and query steps, started on first use."""
+        """One SparkSession for the build and query steps, started on first use. The demo's
+        store is small and its JVM lives for the demo only: quick JIT (topic_lineage.spark)."""
         if self._spark is None:
-            from topic_lineage.spark import get_spark
+            from topic_lineage.spark import get_spark, quick_jit_for
 
-            self._spark = get_spark("topic-lineage-demo")
+            store_bytes = sum(size for size, _ in store.snapshot_listing().values())
+            self._spark = get_spark("topic-lineage-demo", quick_jit=quick_jit_for(store_bytes))
         return self._spark
 
     def stop_spark(self) -> None:
