@@ -49,6 +49,13 @@ def quick_jit_for(input_bytes: int) -> bool:
     return _tiny(input_bytes, small_input_limit())
 
 
+def quick_jit_for_store() -> bool:
+    """:func:`quick_jit_for` the snapshot store's files: for a one-off command's JVM (build, demo)."""
+    from topic_lineage import store
+
+    return quick_jit_for(sum(size for size, _ in store.snapshot_listing().values()))
+
+
 def _tiny(input_bytes: int, limit: int) -> bool:
     """At most :data:`QUICK_JIT_MAX_BYTES` and the small-input ``limit`` (0: the settings are off)."""
     return limit > 0 and input_bytes <= min(QUICK_JIT_MAX_BYTES, limit)

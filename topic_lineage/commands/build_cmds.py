@@ -106,12 +106,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         import_gate_in_background()  # while the JVM starts and the build runs
     # The deployment's Spark Connect server when it runs (no JVM start), unless --master. A JVM
     # started for a small store's build lives for that build only: quick JIT (topic_lineage.spark).
-    from topic_lineage import store
-    from topic_lineage.spark import quick_jit_for
+    from topic_lineage.spark import quick_jit_for_store
 
-    store_bytes = sum(size for size, _ in store.snapshot_listing().values())
     spark, _ = pipeline_session("topic-lineage-build", master=args.master,
-                                quick_jit=quick_jit_for(store_bytes))
+                                quick_jit=quick_jit_for_store())
     try:
         result = run_build(
             spark, version_id=args.version_id, full_refresh=args.full_refresh,

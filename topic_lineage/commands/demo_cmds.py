@@ -38,10 +38,9 @@ class DemoRun:
         """One SparkSession for the build and query steps, started on first use. The demo's
         store is small and its JVM lives for the demo only: quick JIT (topic_lineage.spark)."""
         if self._spark is None:
-            from topic_lineage.spark import get_spark, quick_jit_for
+            from topic_lineage.spark import get_spark, quick_jit_for_store
 
-            store_bytes = sum(size for size, _ in store.snapshot_listing().values())
-            self._spark = get_spark("topic-lineage-demo", quick_jit=quick_jit_for(store_bytes))
+            self._spark = get_spark("topic-lineage-demo", quick_jit=quick_jit_for_store())
         return self._spark
 
     def stop_spark(self) -> None:
