@@ -2,7 +2,9 @@
 
 Each builder returns rows as dicts with every contract column (defaults describe a healthy,
 live, single-version incarnation); :func:`frame` turns them into a Spark DataFrame with the
-contract schema from ``topic_lineage.tables``.
+contract schema from ``topic_lineage.tables``, :func:`pandas_frame` into the pandas DataFrame
+the gate validates a small version as (the Arrow table Spark would write, converted by the gate's
+own ``arrow_to_pandas``), and :func:`frame_on` into either, by engine.
 """
 
 from __future__ import annotations
@@ -98,6 +100,27 @@ def frame(spark, table: str, rows: list[dict]):
     columns = t.ddl_columns(t.TABLE_DDL[table])
     # Nullability comes from the DDL; the builders never leave a NOT NULL column empty.
     return spark.createDataFrame([tuple(row[c] for c in columns) for row in rows], t.TABLE_DDL[table])
+
+
+def pandas_frame(table: str, rows: list[dict]):
+    """The pandas DataFrame the gate validates for a small version holding ``rows``: the Arrow
+    table of the contract schema (as Spark writes it), read the way the gate reads files."""
+    import pyarrow as pa
+
+    from topic_lineage.quality.gate import arrow_to_pandas
+
+    schema = t.arrow_schema_of(t.TABLE_DDL[table])
+    data = pa.Table.from_pylist([{c: row[c] for c in schema.names} for row in rows], schema=schema)
+    return arrow_to_pandas(table, data)
+
+
+SPARK, PANDAS = "spark", "pandas"
+ENGINES = (SPARK, PANDAS)
+
+
+def frame_on(engine: str, spark, table: str, rows: list[dict]):
+    """``rows`` as a DataFrame of ``engine``: Spark's (:func:`frame`) or pandas' (:func:`pandas_frame`)."""
+    return frame(spark, table, rows) if engine == SPARK else pandas_frame(table, rows)
 
 
 def group_offset(**overrides) -> dict:

@@ -1,8 +1,10 @@
 """Each expectation of the quality gate, with a passing and a failing case side by side.
 
 Every case is a few rows in the contract schema, validated by the real GX checkpoint of its
-table (Spark, the stored suites in ``expectations/``). A failing case asserts the exact set of
-expectations that fail, so a check that is too broad (or too narrow) is caught too.
+table (the stored suites in ``expectations/``) on both engines the gate uses: Spark, and pandas
+(a small version, validated in process; the row queries run with DuckDB). A failing case
+asserts the exact set of expectations that fail, so a check that is too broad (or too narrow) is
+caught too, and both engines must agree on every verdict and every offending row.
 
 Validation runs cost seconds each, so the cases of one table are validated together: each case
 gets its own cluster ID (all checks are per cluster), all passing cases form one table that
@@ -17,11 +19,12 @@ from datetime import timedelta
 import pytest
 from quality_rows import (
     CLUSTER,
+    ENGINES,
     ID_A,
     ID_B,
     NOW,
     at,
-    frame,
+    frame_on,
     group_incarnation,
     group_offset,
     incarnation,
@@ -41,10 +44,17 @@ STANDARD_BASE64_ID = "b8tRS7h4TJ2Vt43Dp85v2+"  # librdkafka's alphabet: must be 
 DEFAULT = GateConfig(max_age=timedelta(hours=24), max_error_share=0.5)
 
 
-def failed(spark, table: str, rows: list[dict], config: GateConfig = DEFAULT) -> set[str]:
+@pytest.fixture(params=ENGINES)
+def engine(request) -> str:
+    """The engine a test validates on: every test that takes it runs on Spark and on pandas."""
+    return request.param
+
+
+def failed(spark, table: str, rows: list[dict], config: GateConfig = DEFAULT,
+           engine: str = ENGINES[0]) -> set[str]:
     """Names of the expectations of ``table``'s suite that fail on ``rows``."""
     result = validate_frames(
-        spark, {table: frame(spark, table, rows)}, version="test", config=config, now=NOW
+        spark, {table: frame_on(engine, spark, table, rows)}, version="test", config=config, now=NOW
     )
     assert result.evaluated == len(s.expectation_names(table))
     return set(result.failed_names)
@@ -61,24 +71,25 @@ def in_own_cluster(case: str, rows: list[dict]) -> list[dict]:
     return moved
 
 
-def failures_by_case(spark, table: str, cases: dict) -> tuple[dict, set]:
+def failures_by_case(spark, table: str, cases: dict, engine: str) -> tuple[dict, set, list]:
     """Validate every case's passing rows together, then every case's failing rows together.
 
-    Returns (case -> names failed by its failing rows, names failed by all passing rows).
+    Returns (case -> names failed by its failing rows, names failed by all passing rows, the
+    outcomes of both validations).
     """
     good = [row for case, (ok, _) in cases.items() for row in in_own_cluster(case, ok)]
     bad = [row for case, (_, ko) in cases.items() for row in in_own_cluster(case, ko)]
-    passing = validate_frames(spark, {table: frame(spark, table, good)}, version="cases-ok",
-                              config=DEFAULT, now=NOW, sample_rows=1000)
-    failing = validate_frames(spark, {table: frame(spark, table, bad)}, version="cases-bad",
-                              config=DEFAULT, now=NOW, sample_rows=1000)
+    passing = validate_frames(spark, {table: frame_on(engine, spark, table, good)},
+                              version="cases-ok", config=DEFAULT, now=NOW, sample_rows=1000)
+    failing = validate_frames(spark, {table: frame_on(engine, spark, table, bad)},
+                              version="cases-bad", config=DEFAULT, now=NOW, sample_rows=1000)
     assert passing.evaluated == failing.evaluated == len(s.expectation_names(table))
     by_case: dict[str, set] = {case: set() for case in cases}
     for failure in failing.failures:
         assert failure.rows, f"{failure.name} failed without offending rows"
         for row in failure.rows:
             by_case[row[t.CLUSTER_ID].removeprefix("case-").split("~")[0]].add(failure.name)
-    return by_case, set(passing.failed_names)
+    return by_case, set(passing.failed_names), passing.outcomes + failing.outcomes
 
 
 @pytest.fixture(scope="module")
@@ -204,32 +215,32 @@ RUN_CASES = {
 }
 
 
-def test_freshness_is_judged_per_cluster(spark, tl_home):
+def test_freshness_is_judged_per_cluster(spark, tl_home, engine):
     """One stale cluster fails freshness even when another cluster is fresh, and the offending
     row names the stale cluster."""
     rows = [snapshot_run(captured_at=at(1)),
             snapshot_run(cluster_id=OTHER_CLUSTER, cluster_alias="old", captured_at=at(40))]
-    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, rows)},
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame_on(engine, spark, t.SNAPSHOT_RUNS, rows)},
                              version="test", config=DEFAULT, now=NOW)
     (failure,) = result.failures
     assert failure.name == s.NEWEST_SNAPSHOT_FRESH
     assert [row[t.CLUSTER_ID] for row in failure.rows] == [OTHER_CLUSTER]
 
 
-def test_freshness_age_is_configurable_and_can_be_disabled(spark, tl_home):
+def test_freshness_age_is_configurable_and_can_be_disabled(spark, tl_home, engine):
     """The same 30-hour-old history fails at 24 h, passes at 36 h, and passes with the check off
     (replaying archived history)."""
     rows = [snapshot_run(captured_at=at(30))]
-    assert failed(spark, t.SNAPSHOT_RUNS, rows) == {s.NEWEST_SNAPSHOT_FRESH}
-    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_age=timedelta(hours=36))) == set()
-    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_age=None)) == set()
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, engine=engine) == {s.NEWEST_SNAPSHOT_FRESH}
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_age=timedelta(hours=36)), engine=engine) == set()
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_age=None), engine=engine) == set()
 
 
-def test_error_share_is_configurable(spark, tl_home):
+def test_error_share_is_configurable(spark, tl_home, engine):
     """6 failed describes of 10 topics fail at the default share 0.5 and pass at 0.6."""
     rows = [snapshot_run(topic_count=10, error_topic_count=6)]
-    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_error_share=0.6)) == set()
-    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_error_share=0.5)) == {
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_error_share=0.6), engine=engine) == set()
+    assert failed(spark, t.SNAPSHOT_RUNS, rows, GateConfig(max_error_share=0.5), engine=engine) == {
         s.ERROR_SHARE_BELOW_LIMIT
     }
 
@@ -253,10 +264,10 @@ SNAPSHOT_CASES = {
 }
 
 
-def test_shared_id_failure_names_both_names_and_the_id(spark, tl_home):
+def test_shared_id_failure_names_both_names_and_the_id(spark, tl_home, engine):
     """Contract, "Shared IDs": the gate refuses to publish, naming both names and the ID."""
     rows = [topic_snapshot(), topic_snapshot(topic_name="orders-copy")]
-    result = validate_frames(spark, {t.TOPIC_SNAPSHOTS: frame(spark, t.TOPIC_SNAPSHOTS, rows)},
+    result = validate_frames(spark, {t.TOPIC_SNAPSHOTS: frame_on(engine, spark, t.TOPIC_SNAPSHOTS, rows)},
                              version="v-shared", config=DEFAULT, now=NOW)
     assert not result.success
     assert result.failed_names == [s.SNAPSHOT_IDS_NOT_SHARED]
@@ -312,12 +323,12 @@ GROUP_INCARNATION_CASES = {
 }
 
 
-def test_carried_position_warns_naming_group_topic_and_incarnation_and_passes(spark, tl_home):
+def test_carried_position_warns_naming_group_topic_and_incarnation_and_passes(spark, tl_home, engine):
     """R9: a carried position is a warning, never a block, and the report names the cluster,
     the group, the topic and the incarnation."""
     rows = [group_incarnation(carried_offset=True, max_committed_offset=1_000_000)]
     result = validate_frames(
-        spark, {t.GROUP_INCARNATIONS: frame(spark, t.GROUP_INCARNATIONS, rows)},
+        spark, {t.GROUP_INCARNATIONS: frame_on(engine, spark, t.GROUP_INCARNATIONS, rows)},
         version="v-carried", config=DEFAULT, now=NOW,
     )
     assert result.success
@@ -341,28 +352,51 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def verdicts(spark, module_home):
-    """``table -> failures_by_case(...)``: each table's cases validated once, together."""
-    done: dict[str, tuple[dict, set]] = {}
+    """``(table, engine) -> failures_by_case(...)``: each table's cases validated once per
+    engine, together."""
+    done: dict[tuple[str, str], tuple[dict, set, list]] = {}
 
-    def of(table: str) -> tuple[dict, set]:
-        if table not in done:
-            done[table] = failures_by_case(spark, table, CASES[table])
-        return done[table]
+    def of(table: str, engine: str) -> tuple[dict, set, list]:
+        if (table, engine) not in done:
+            done[table, engine] = failures_by_case(spark, table, CASES[table], engine)
+        return done[table, engine]
 
     return of
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(
     ("table", "case"), [(table, case) for table, cases in CASES.items() for case in cases],
     ids=lambda value: value.replace(" ", "-"),
 )
-def test_expectation_passes_and_fails(verdicts, table, case):
+def test_expectation_passes_and_fails(verdicts, table, case, engine):
     """Each invariant of each suite (the gate list on topic_incarnations, snapshot_runs,
     topic_snapshots, and R8/R9 on the group tables): healthy rows pass, a violation fails
-    exactly that expectation."""
-    by_case, failed_on_passing_rows = verdicts(table)
+    exactly that expectation, on Spark and on pandas."""
+    by_case, failed_on_passing_rows, _ = verdicts(table, engine)
     assert failed_on_passing_rows == set()
     assert by_case[case] == {expected_name(case)}
+
+
+def comparable(outcomes: list) -> list:
+    """Outcomes in an engine-independent order: each one's verdict, count and offending rows
+    (rows sorted: neither engine promises an order)."""
+    return sorted(
+        (o.name, o.success, o.unexpected_count, o.severity,
+         sorted(repr(sorted(row.items())) for row in o.rows))
+        for o in outcomes
+    )
+
+
+@pytest.mark.parametrize("table", list(CASES))
+def test_both_engines_give_the_same_verdicts_and_offending_rows(verdicts, table):
+    """A small version validated in process (pandas, DuckDB) is judged exactly as with Spark:
+    the same expectations pass and fail, with the same counts and the same offending rows,
+    value for value (timestamps the same UTC instants, integers integers, NULLs None)."""
+    *_, spark_outcomes = verdicts(table, "spark")
+    *_, pandas_outcomes = verdicts(table, "pandas")
+    assert any(not o.success for o in spark_outcomes)  # the failing cases are compared too
+    assert comparable(pandas_outcomes) == comparable(spark_outcomes)
 
 
 def test_every_expectation_has_a_case():
@@ -372,10 +406,10 @@ def test_every_expectation_has_a_case():
     assert covered == every
 
 
-def test_failure_report_names_rows_by_cluster_name_and_id(spark, tl_home):
+def test_failure_report_names_rows_by_cluster_name_and_id(spark, tl_home, engine):
     """A failed gate prints the expectation, then offending rows with cluster, name and ID."""
     rows = [closed(valid_to=at(10)), incarnation(version=2, change_type="reappeared", valid_from=at(5))]
-    result = validate_frames(spark, {t.TOPIC_INCARNATIONS: frame(spark, t.TOPIC_INCARNATIONS, rows)},
+    result = validate_frames(spark, {t.TOPIC_INCARNATIONS: frame_on(engine, spark, t.TOPIC_INCARNATIONS, rows)},
                              version="v-bad", config=DEFAULT, now=NOW)
     text = result.report()
     assert not result.success
@@ -386,7 +420,7 @@ def test_failure_report_names_rows_by_cluster_name_and_id(spark, tl_home):
 
 
 # --- severity: correctness blocks, health warns -----------------------------------------------------
-def test_stale_live_cluster_and_error_share_warn_but_pass(spark, tl_home):
+def test_stale_live_cluster_and_error_share_warn_but_pass(spark, tl_home, engine):
     """Freshness and the describe-error share are warnings: the gate passes, each is listed once
     in ``warnings`` and the report (one line each), and the gate log records severities."""
     import json
@@ -395,7 +429,7 @@ def test_stale_live_cluster_and_error_share_warn_but_pass(spark, tl_home):
 
     rows = [snapshot_run(captured_at=at(30)),  # 30 h old, captured live
             snapshot_run(cluster_id=OTHER_CLUSTER, captured_at=at(1), topic_count=10, error_topic_count=6)]
-    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, rows)},
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame_on(engine, spark, t.SNAPSHOT_RUNS, rows)},
                              version="v-stale", config=DEFAULT, now=NOW)
     assert result.success and result.critical_failures == []
     assert sorted(result.warnings) == sorted(
@@ -413,11 +447,11 @@ def test_stale_live_cluster_and_error_share_warn_but_pass(spark, tl_home):
     assert "PASSED with warnings" in page and "WARNING" in page
 
 
-def test_critical_failure_with_a_warning_fails(spark, tl_home):
+def test_critical_failure_with_a_warning_fails(spark, tl_home, engine):
     """A critical failure fails the gate whatever the warnings; the report lists it as failed
     and the warning on its own line."""
     rows = [snapshot_run(captured_at=at(30)), snapshot_run(captured_at=at(30), topic_count=11)]
-    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, rows)},
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame_on(engine, spark, t.SNAPSHOT_RUNS, rows)},
                              version="v-dup", config=DEFAULT, now=NOW)
     assert not result.success
     assert [f.name for f in result.critical_failures] == [s.SNAPSHOTS_UNIQUE]
@@ -425,15 +459,15 @@ def test_critical_failure_with_a_warning_fails(spark, tl_home):
     assert f"  x {t.SNAPSHOT_RUNS}: {s.SNAPSHOTS_UNIQUE}" in result.report()
 
 
-def test_freshness_does_not_judge_clusters_known_only_from_imports(spark, tl_home):
+def test_freshness_does_not_judge_clusters_known_only_from_imports(spark, tl_home, engine):
     """A year of imported history is not stale: freshness applies to clusters captured live.
     A cluster with any live capture is judged on its newest complete snapshot."""
     imported = [snapshot_run(captured_at=at(24 * 365), source="import:kraft-log"),
                 snapshot_run(captured_at=at(24 * 300), source="import:jsonl")]
-    assert failed(spark, t.SNAPSHOT_RUNS, imported) == set()
+    assert failed(spark, t.SNAPSHOT_RUNS, imported, engine=engine) == set()
     mixed = [*imported, snapshot_run(cluster_id=OTHER_CLUSTER, captured_at=at(30), source="import:jsonl"),
              snapshot_run(cluster_id=OTHER_CLUSTER, captured_at=at(40), source="live", complete=False)]
-    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame(spark, t.SNAPSHOT_RUNS, mixed)},
+    result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame_on(engine, spark, t.SNAPSHOT_RUNS, mixed)},
                              version="test", config=DEFAULT, now=NOW)
     (failure,) = result.failures
     assert failure.name == s.NEWEST_SNAPSHOT_FRESH and failure.severity == "warning"
@@ -460,3 +494,32 @@ def test_a_verdict_only_validation_counts_offending_rows_without_fetching_them(r
             assert expectation._validate({"unexpected_rows_query.row_count": count},
                                          runtime_configuration={"result_format": result_format}
                                          ) == {"success": met}
+
+
+def test_instants_are_compared_in_utc_whatever_the_zones(spark, tl_home, engine, monkeypatch):
+    """"No snapshot from the future" and freshness at their exact boundaries, with ``now`` given
+    in another zone (+02:00) and the Python process in another local zone: the tables' TIMESTAMP
+    columns are UTC instants, and so is ``now``, on either engine (a snapshot at ``now`` is not
+    from the future, one a microsecond later is; a complete snapshot exactly the maximum age old
+    is fresh, one a microsecond older is not)."""
+    import time
+    from datetime import timezone
+
+    elsewhere = NOW.astimezone(timezone(timedelta(hours=2)))
+    tick = timedelta(microseconds=1)
+
+    def names(rows: list[dict]) -> set[str]:
+        result = validate_frames(spark, {t.SNAPSHOT_RUNS: frame_on(engine, spark, t.SNAPSHOT_RUNS, rows)},
+                                 version="v-zones", config=DEFAULT, now=elsewhere)
+        return set(result.failed_names)
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert names([snapshot_run(captured_at=NOW)]) == set()
+        assert names([snapshot_run(captured_at=NOW + tick)]) == {s.NO_SNAPSHOT_FROM_THE_FUTURE}
+        assert names([snapshot_run(captured_at=at(24))]) == set()
+        assert names([snapshot_run(captured_at=at(24) - tick)]) == {s.NEWEST_SNAPSHOT_FRESH}
+    finally:
+        monkeypatch.undo()
+        time.tzset()

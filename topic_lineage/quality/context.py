@@ -24,6 +24,12 @@ QUALITY_DIR_VARIABLE = "TOPIC_LINEAGE_QUALITY_DIR"
 DATASOURCE = "topic_lineage"
 BATCH_DEFINITION = "whole_table"
 
+SPARK, PANDAS = "spark", "pandas"
+"""The engines a table is validated on: Spark DataFrames, or pandas DataFrames for a version
+small enough to validate in process (``topic_lineage.quality.gate.in_process_limit``)."""
+DATASOURCES = {SPARK: DATASOURCE, PANDAS: "topic_lineage_pandas"}
+"""Engine -> the context's data source whose assets take that engine's DataFrames."""
+
 
 def context_dir() -> Path:
     """The directory holding ``great_expectations.yml``."""
@@ -76,12 +82,19 @@ def gate_log() -> Path:
     return t.quality_dir() / "gate_runs.jsonl"
 
 
-def checkpoint_name(table: str) -> str:
-    return f"{table}_gate"
+def _engine_suffix(engine: str) -> str:
+    if engine not in DATASOURCES:
+        raise ValueError(f"unknown validation engine {engine!r}: one of {sorted(DATASOURCES)}")
+    return "" if engine == SPARK else f"_{engine}"
 
 
-def validation_definition_name(table: str) -> str:
-    return f"{table}_validation"
+def checkpoint_name(table: str, engine: str = SPARK) -> str:
+    """The checkpoint of a table on an engine: same suite and result format on each."""
+    return f"{table}_gate{_engine_suffix(engine)}"
+
+
+def validation_definition_name(table: str, engine: str = SPARK) -> str:
+    return f"{table}_validation{_engine_suffix(engine)}"
 
 
 def get_context():

@@ -5,26 +5,41 @@ silently drops expectations whose class is not registered. So this module must b
 before any suite is loaded: :func:`topic_lineage.quality.context.get_context` does that, and a
 test proves that the loaded suites contain every expectation.
 
-Every class here is an ``UnexpectedRowsExpectation``: a Spark SQL query over ``{batch}`` that
-returns the offending rows (cluster, name, ID first, so that a failure can be read at a glance).
+Every class here is an ``UnexpectedRowsExpectation``: a SQL query over ``{batch}`` that returns
+the offending rows (cluster, name, ID first, so that a failure can be read at a glance).
 Through ``_OffendingRowsExpectation``, a ``BOOLEAN_ONLY`` validation only counts those rows.
 The parametrised ones (freshness, no snapshot from the future, error share) take their thresholds
 as suite parameters at validation time; their query is derived from those values.
 
-Imports Great Expectations: import this only inside tasks and commands.
+One query text, two engines: on Spark DataFrames GX runs it with Spark SQL; on pandas
+DataFrames (a version small enough to validate in process, ``quality.gate.in_process_limit``)
+:class:`UnexpectedRowsQueryRowCountOnPandas` and :class:`UnexpectedRowsQueryTableOnPandas` run
+it with DuckDB over the batch's DataFrame (GX has no pandas implementation of these metrics).
+Every query is written in the SQL both dialects read the same way (``max_by``, ``count_if``,
+``FILTER (WHERE ...)``, window functions, ``array_agg`` / ``array_sort`` / ``concat_ws``,
+``TIMESTAMP '...'`` literals in UTC, thresholds computed into literals rather than interval
+arithmetic, which the two spell differently), so there is one query text per expectation and
+no translation; tests/test_quality_expectations.py runs every case on both engines.
 """
 
 from __future__ import annotations
 
 # GX validates expectation fields with pydantic v1; keep typing.Union in field annotations.
 # ruff: noqa: UP007
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Union
 
 import great_expectations.expectations as gxe
 from great_expectations.compatibility import pydantic
+from great_expectations.core.metric_domain_types import MetricDomainTypes
 from great_expectations.core.result_format import ResultFormat
 from great_expectations.core.suite_parameters import is_suite_parameter
+from great_expectations.execution_engine import PandasExecutionEngine
+from great_expectations.expectations.metrics.metric_provider import metric_value
+from great_expectations.expectations.metrics.query_metrics import (
+    UnexpectedRowsQueryRowCount,
+    UnexpectedRowsQueryTable,
+)
 
 from topic_lineage import tables as t
 
@@ -57,6 +72,62 @@ class _OffendingRowsExpectation(gxe.UnexpectedRowsExpectation):
         if _ROWS not in metrics:  # BOOLEAN_ONLY: the count is the verdict
             return {"success": metrics[_ROW_COUNT] == 0}
         return super()._validate(metrics, runtime_configuration, execution_engine)
+
+
+# --- the row queries on pandas DataFrames, with DuckDB --------------------------------------------
+_BATCH_VIEW = "batch"
+"""The name the batch's DataFrame is registered under in DuckDB (``{batch}`` in a query)."""
+
+def _duckdb_rows(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                 wrap: str) -> tuple[list[str], list[tuple]]:
+    """The metric's query, wrapped in ``wrap`` (``... FROM ({query}) ...``), run by DuckDB over
+    the batch's pandas DataFrame: (column names, rows).
+
+    The session's time zone is UTC, as Spark's (``topic_lineage.spark``): the tables' TIMESTAMP
+    columns reach pandas as naive UTC (``quality.gate.arrow_to_pandas``), the queries' literals
+    are UTC, and nothing is converted through the machine's local zone."""
+    import duckdb
+
+    frame, _, _ = execution_engine.get_compute_domain(
+        metric_domain_kwargs, domain_type=MetricDomainTypes.TABLE
+    )
+    query = cls._format_query(cls._get_query_from_metric_value_kwargs(metric_value_kwargs),
+                              batch=_BATCH_VIEW)
+    with duckdb.connect() as connection:
+        connection.execute("SET TimeZone = 'UTC'")
+        connection.register(_BATCH_VIEW, frame)
+        cursor = connection.execute(wrap.format(query=query))
+        return [column[0] for column in cursor.description], cursor.fetchall()
+
+
+class UnexpectedRowsQueryRowCountOnPandas(UnexpectedRowsQueryRowCount):
+    """``unexpected_rows_query.row_count`` on GX's pandas engine: the query's rows counted by
+    DuckDB. Registered for the pandas engine only (the Spark and SQL implementations are GX's
+    own, inherited unchanged)."""
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict, runtime_configuration: dict) -> int:
+        _, rows = _duckdb_rows(cls, execution_engine, metric_domain_kwargs, metric_value_kwargs,
+                               "SELECT count(*) FROM ({query})")
+        return int(rows[0][0])
+
+
+class UnexpectedRowsQueryTableOnPandas(UnexpectedRowsQueryTable):
+    """``unexpected_rows_query.table`` on GX's pandas engine: the query's rows (at most GX's
+    ``MAX_RESULT_RECORDS`` unless ``fetch_all``), as dicts, as GX's Spark implementation
+    returns them."""
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict, runtime_configuration: dict) -> list[dict]:
+        from great_expectations.constants import MAX_RESULT_RECORDS
+
+        wrap = "{query}" if metric_value_kwargs.get("fetch_all", False) else (
+            f"SELECT * FROM ({{query}}) LIMIT {int(MAX_RESULT_RECORDS)}")
+        names, rows = _duckdb_rows(cls, execution_engine, metric_domain_kwargs,
+                                   metric_value_kwargs, wrap)
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 # --- topic_incarnations ------------------------------------------------------------------------
@@ -146,13 +217,23 @@ class ExpectUnattributedOffsetsToCarryNoTopicId(_OffendingRowsExpectation):
 
 
 # --- snapshot_runs (parametrised) ---------------------------------------------------------------
-def _utc_literal(value: Any) -> str:
-    """A Spark SQL timestamp literal for an aware datetime or ISO text (rejects anything else)."""
+def _utc(value: Any) -> datetime:
+    """An aware datetime or ISO text (the ``now`` suite parameter) as a UTC datetime; naive
+    values are refused (their zone would be the machine's)."""
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     if moment.tzinfo is None:
         raise ValueError(f"timestamp {value!r} has no time zone; give it in UTC")
-    moment = moment.astimezone(UTC)
-    return "TIMESTAMP '" + moment.strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
+    return moment.astimezone(UTC)
+
+
+def _utc_literal(value: Any) -> str:
+    """A timestamp literal, in UTC to the microsecond, for an aware datetime or ISO text.
+
+    ``TIMESTAMP 'yyyy-mm-dd hh:mm:ss.ffffff'`` is the same instant in both dialects because
+    both sessions are in UTC: Spark reads the literal in its session time zone (UTC,
+    ``topic_lineage.spark``) and compares TIMESTAMP (UTC instants); DuckDB compares it, as a
+    plain TIMESTAMP, with the naive UTC columns of the pandas batch."""
+    return "TIMESTAMP '" + _utc(value).strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
 
 
 # --- topic_snapshots ---------------------------------------------------------------------------
@@ -166,7 +247,7 @@ class ExpectObservedTopicIdsToBeUniquePerSnapshot(_OffendingRowsExpectation):
 
     unexpected_rows_query: str = (
         f"SELECT {t.CLUSTER_ID}, {t.CAPTURED_AT}, {t.TOPIC_ID}, "
-        f"array_join(sort_array(collect_list({t.TOPIC_NAME})), ', ') AS {t.TOPIC_NAME}, "
+        f"concat_ws(', ', array_sort(array_agg({t.TOPIC_NAME}))) AS {t.TOPIC_NAME}, "
         f"count(*) AS names FROM {{batch}} WHERE {t.TOPIC_ID} IS NOT NULL "
         f"GROUP BY {t.CLUSTER_ID}, {t.CAPTURED_AT}, {t.TOPIC_ID} HAVING count(*) > 1"
     )
@@ -234,7 +315,9 @@ class ExpectNewestCompleteSnapshotOfEachClusterToBeFresh(_ParametrisedRowsExpect
                              f"{newest} < {now} - {max_age_seconds} seconds)")
         if max_age_seconds is None:
             return select + "HAVING false"
-        cutoff = _utc_literal(now) + f" - make_dt_interval(0, 0, 0, {float(max_age_seconds)})"
+        # the cutoff computed here, one literal: interval arithmetic is spelled differently in
+        # Spark SQL (make_dt_interval) and DuckDB (to_seconds); a literal reads the same in both
+        cutoff = _utc_literal(_utc(now) - timedelta(seconds=float(max_age_seconds)))
         return select + f"HAVING {captured_live} AND ({newest} IS NULL OR {newest} < {cutoff})"
 
 

@@ -19,6 +19,15 @@ Severity (the GX ``severity`` of each expectation, set in :mod:`~topic_lineage.q
 a failed *critical* expectation fails the gate (the version is rejected); a failed *warning*
 (freshness, error share) is reported everywhere a failure is, but the gate passes.
 
+Engine: a version whose files to read are at most :func:`in_process_limit` bytes
+(``$TOPIC_LINEAGE_GATE_IN_PROCESS_MB``, default 4 MiB, and at most the small-input limit of
+``topic_lineage.spark``) is validated in this process, without a Spark job: its Parquet files
+read with pyarrow into pandas DataFrames (:func:`read_version_pandas`), the same suites run on
+GX's pandas engine, and the row queries of the custom expectations with DuckDB. On a few
+thousand rows Spark costs one job per metric, seconds in all, for milliseconds of data (issue
+#24). A larger version is validated with Spark. Same suites, verdicts and report either way
+(tests/test_quality_expectations.py runs every case on both engines).
+
 What is read: all of ``snapshot_runs`` and ``topic_incarnations``; of ``topic_snapshots`` only the
 files the version does not share with a base that passed the same suite (:func:`snapshot_scope`):
 an incremental build hard-links its base's files, whose rows were validated there, so a cycle
@@ -45,6 +54,8 @@ from topic_lineage.errors import TopicLineageError
 
 log = logging.getLogger(__name__)
 
+IN_PROCESS_ENV = "TOPIC_LINEAGE_GATE_IN_PROCESS_MB"
+DEFAULT_IN_PROCESS_MB = 4.0
 MAX_AGE_ENV = "TOPIC_LINEAGE_MAX_AGE"
 MAX_ERROR_SHARE_ENV = "TOPIC_LINEAGE_MAX_ERROR_SHARE"
 DEFAULT_MAX_AGE = timedelta(hours=24)
@@ -243,6 +254,73 @@ def read_version(spark, version: str, *, skip: tuple[str, ...] = ()) -> dict:
     return frames
 
 
+# --- reading a small version in process -----------------------------------------------------------
+def in_process_limit() -> int:
+    """Bytes of files to validate up to which the gate runs in this process on pandas
+    DataFrames instead of with Spark (``$TOPIC_LINEAGE_GATE_IN_PROCESS_MB``, default 4; 0 turns
+    it off). Never above ``topic_lineage.spark.small_input_limit()``: ``$TOPIC_LINEAGE_SMALL_INPUT_MB=0``
+    turns it off too, with the other small-input settings."""
+    from topic_lineage.spark import small_input_limit
+
+    text = os.environ.get(IN_PROCESS_ENV)
+    try:
+        megabytes = DEFAULT_IN_PROCESS_MB if text is None else float(text)
+    except ValueError:
+        megabytes = -1.0
+    if megabytes < 0:
+        raise GateError(f"invalid ${IN_PROCESS_ENV} {text!r}: give a size in MiB (e.g. 4), 0 to "
+                        f"validate every version with Spark")
+    return min(int(megabytes * 1024 * 1024), small_input_limit())
+
+
+def validates_in_process(input_bytes: int) -> bool:
+    """Whether a version whose files to validate hold ``input_bytes`` is validated in process."""
+    limit = in_process_limit()
+    return limit > 0 and input_bytes <= limit
+
+
+def arrow_to_pandas(table: str, data):
+    """An Arrow table of ``table``'s columns as the pandas DataFrame the gate validates: the
+    contract's column order and types, TIMESTAMP columns as naive UTC (the instants Spark
+    compares, its session being in UTC; what Spark's rows hold on a UTC machine), integer
+    columns as pandas' nullable integers (a NULL offset stays NULL, not a float NaN)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    schema = t.arrow_schema_of(t.TABLE_DDL[table])
+    naive = pa.schema([
+        pa.field(f.name, pa.timestamp("us") if pa.types.is_timestamp(f.type) else f.type)
+        for f in schema
+    ])
+    data = data.select(schema.names).cast(naive)
+    nullable = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
+    return data.to_pandas(types_mapper=nullable.get)
+
+
+def read_version_pandas(version: str, *, scope: SnapshotScope | None = None) -> dict:
+    """Every table of a built version as pandas DataFrames (:func:`arrow_to_pandas`), read with
+    pyarrow, no Spark; of ``topic_snapshots`` only ``scope.new_files`` when a scope is given."""
+    import pyarrow.dataset as ds
+
+    from topic_lineage.duckdb_sql import table_files
+
+    frames = {}
+    for table in t.TABLES:
+        path = version_table_path(version, table)
+        if not path.exists():
+            raise GateError(
+                f"version {version!r} has no table {table} at {path}; build it again with "
+                f"'topic-lineage build'"
+            )
+        files = (list(scope.new_files) if scope is not None and table == t.TOPIC_SNAPSHOTS
+                 else table_files(version, table))
+        schema = t.arrow_schema_of(t.TABLE_DDL[table])
+        data = (ds.dataset([str(f) for f in files], format="parquet").to_table(columns=schema.names)
+                if files else schema.empty_table())
+        frames[table] = arrow_to_pandas(table, data)
+    return frames
+
+
 # --- what of topic_snapshots needs validating ----------------------------------------------------
 SUITE_FINGERPRINT = "topic_snapshots_suite"
 """Key of the verdict (version manifest, ``gate``) holding the fingerprint of the
@@ -351,15 +429,22 @@ def validate_version(
     fingerprint = suite_fingerprint(ctx)
     with warehouse.reading(version):  # retention cannot remove it while it is validated
         scope = None if all_rows else snapshot_scope(version, fingerprint)
-        frames = read_version(spark, version, skip=(t.TOPIC_SNAPSHOTS,) if scope else ())
-        if scope is not None:
-            frames[t.TOPIC_SNAPSHOTS] = _scoped_snapshots(spark, version, scope)
         read = [version_table_path(version, x)
                 for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, *t.GROUP_TABLES)]
         read += scope.new_files if scope else [version_table_path(version, t.TOPIC_SNAPSHOTS)]
-        with sized_for(spark, files_bytes(*read)):  # little to read: settings for that
+        input_bytes = files_bytes(*read)
+        described = {t.TOPIC_SNAPSHOTS: scope.describe()} if scope else None
+        if validates_in_process(input_bytes):  # a few thousand rows: pandas, no Spark job
+            frames = read_version_pandas(version, scope=scope)
             result = validate_frames(spark, frames, version=version, config=config, now=now,
-                                     ctx=ctx, scope={t.TOPIC_SNAPSHOTS: scope.describe()} if scope else None)
+                                     ctx=ctx, scope=described)
+        else:
+            frames = read_version(spark, version, skip=(t.TOPIC_SNAPSHOTS,) if scope else ())
+            if scope is not None:
+                frames[t.TOPIC_SNAPSHOTS] = _scoped_snapshots(spark, version, scope)
+            with sized_for(spark, input_bytes):  # little to read: settings for that
+                result = validate_frames(spark, frames, version=version, config=config, now=now,
+                                         ctx=ctx, scope=described)
     # the verdict publish() checks: the version is validated (warnings allowed) or rejected
     warehouse.record_verdict(
         version, passed=result.success, warnings=result.warnings,
@@ -382,7 +467,9 @@ def validate_frames(
     ctx=None,
     scope: dict[str, str] | None = None,
 ) -> GateResult:
-    """Run every table's checkpoint on the given DataFrames (keyed by table name).
+    """Run every table's checkpoint on the given DataFrames (keyed by table name): Spark
+    DataFrames on the Spark checkpoint, pandas DataFrames (:func:`read_version_pandas`) on the
+    pandas one (``spark`` is not used then and may be None).
 
     Tables missing from ``frames`` are not validated (tests validate one table at a time); the
     gate proper always passes all of them. ``ctx``: the GX context (default: opened here);
@@ -417,9 +504,11 @@ def validate_frames(
     for table in suites.SUITE_BUILDERS:
         if table not in frames:
             continue
-        frame = frames[table].cache()  # every expectation scans the table; read it once
+        engine = qc.PANDAS if _is_pandas(frames[table]) else qc.SPARK
+        # on Spark every expectation scans the table: read it once
+        frame = frames[table] if engine == qc.PANDAS else frames[table].cache()
         try:
-            checkpoint = ctx.checkpoints.get(qc.checkpoint_name(table))
+            checkpoint = ctx.checkpoints.get(qc.checkpoint_name(table, engine))
             batch = {"dataframe": frame}
             run_results = _first_pass(checkpoint, batch, parameters, run_id)
             if all(_met(suite_result) for suite_result in run_results.values()):
@@ -432,7 +521,8 @@ def validate_frames(
                     batch_parameters=batch, expectation_parameters=parameters, run_id=run_id,
                 ).run_results
         finally:
-            frame.unpersist()
+            if engine == qc.SPARK:
+                frame.unpersist()
         for key, suite_result in run_results.items():
             outcomes.extend(_outcomes(table, suite_result, sample_rows))
             validated.append((table, key))
@@ -462,6 +552,12 @@ def validate_frames(
     overview.record(gate_result, keep=keep_runs)
     log.info("validated version %s in %.1f s", version, gate_result.seconds)
     return gate_result
+
+
+def _is_pandas(frame) -> bool:
+    import pandas as pd
+
+    return isinstance(frame, pd.DataFrame)
 
 
 FIRST_PASS_FORMAT = {"result_format": "BOOLEAN_ONLY"}
@@ -534,9 +630,27 @@ def _offending_rows(result: dict, sample_rows: int) -> tuple[list[dict], int | N
     """A few offending rows from a GX result, whatever the expectation type."""
     unexpected = (result.get("details") or {}).get("unexpected_rows")
     if unexpected is not None:  # UnexpectedRowsExpectation: the query's rows
-        return [dict(row) for row in unexpected[:sample_rows]], result.get("observed_value")
+        return [_native_row(row) for row in unexpected[:sample_rows]], result.get("observed_value")
     indexed = result.get("unexpected_index_list") or result.get("partial_unexpected_index_list")
     if indexed:  # map expectations: identifying columns + the offending value(s)
-        return [dict(row) for row in indexed[:sample_rows]], result.get("unexpected_count")
+        return [_native_row(row) for row in indexed[:sample_rows]], result.get("unexpected_count")
     values = result.get("partial_unexpected_list") or []
-    return [{"value": value} for value in values[:sample_rows]], result.get("unexpected_count")
+    return [{"value": _native(value)} for value in values[:sample_rows]], result.get("unexpected_count")
+
+
+def _native_row(row) -> dict:
+    return {key: _native(value) for key, value in dict(row).items()}
+
+
+def _native(value: Any) -> Any:
+    """A value of an offending row as Spark's rows hold it, whichever engine found it: pandas'
+    Timestamp a datetime, numpy's scalars Python's, NaT / NA / NaN None."""
+    import math
+
+    if type(value).__name__ in ("NaTType", "NAType") or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "to_pydatetime"):  # pandas.Timestamp (naive UTC, as Spark's)
+        return value.to_pydatetime()
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return value.item()
+    return value

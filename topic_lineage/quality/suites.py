@@ -279,7 +279,8 @@ def result_format(table: str) -> dict:
 
 
 def write_context() -> list[str]:
-    """(Re)write every suite, validation definition and checkpoint into the GX context.
+    """(Re)write every suite, and each table's validation definition and checkpoint on each
+    engine (:data:`topic_lineage.quality.context.DATASOURCES`), into the GX context.
 
     Returns what was written. Used by ``python -m topic_lineage.quality.suites``.
     """
@@ -288,33 +289,32 @@ def write_context() -> list[str]:
     from topic_lineage.quality import context as qc
 
     ctx = qc.get_context()
-    datasource = ctx.data_sources.get(qc.DATASOURCE)
     written = []
     for table, build in SUITE_BUILDERS.items():
-        for name, store in (
-            (qc.checkpoint_name(table), ctx.checkpoints),
-            (qc.validation_definition_name(table), ctx.validation_definitions),
-            (table, ctx.suites),
-        ):
+        names = [(qc.checkpoint_name(table, engine), ctx.checkpoints) for engine in qc.DATASOURCES]
+        names += [(qc.validation_definition_name(table, engine), ctx.validation_definitions)
+                  for engine in qc.DATASOURCES]
+        for name, store in (*names, (table, ctx.suites)):
             with contextlib.suppress(Exception):  # absent on first generation
                 store.delete(name)
         suite = ctx.suites.add(gx.ExpectationSuite(name=table, expectations=build()))
-        batch = datasource.get_asset(table).get_batch_definition(qc.BATCH_DEFINITION)
-        definition = ctx.validation_definitions.add(
-            gx.ValidationDefinition(name=qc.validation_definition_name(table), data=batch, suite=suite)
-        )
-        ctx.checkpoints.add(
-            gx.Checkpoint(
-                name=qc.checkpoint_name(table),
-                validation_definitions=[definition],
-                actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs")],
-                result_format=result_format(table),
+        for engine, datasource in qc.DATASOURCES.items():  # one suite, validated on either engine
+            batch = ctx.data_sources.get(datasource).get_asset(table).get_batch_definition(
+                qc.BATCH_DEFINITION)
+            definition = ctx.validation_definitions.add(gx.ValidationDefinition(
+                name=qc.validation_definition_name(table, engine), data=batch, suite=suite))
+            ctx.checkpoints.add(
+                gx.Checkpoint(
+                    name=qc.checkpoint_name(table, engine),
+                    validation_definitions=[definition],
+                    actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs")],
+                    result_format=result_format(table),
+                )
             )
-        )
         written.append(table)
     return written
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point
     for table in write_context():
-        print(f"wrote suite, validation definition and checkpoint for {table}")
+        print(f"wrote suite, validation definitions and checkpoints (Spark, pandas) for {table}")

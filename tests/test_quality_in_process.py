@@ -1,0 +1,94 @@
+"""The gate on a small version runs in process (pandas, DuckDB), without a Spark job, and judges
+exactly as the Spark path does (issue #24: on a few thousand rows Spark's one job per metric was
+seconds of fixed cost).
+
+Each expectation's passing and failing cases run on both engines in
+tests/test_quality_expectations.py; here a real built version goes through
+``validate_version`` both ways: in process (the default for its size) and with Spark
+(``$TOPIC_LINEAGE_GATE_IN_PROCESS_MB=0``), side by side.
+"""
+
+from __future__ import annotations
+
+import pytest
+from scd_support import snap, tid, topic
+
+from topic_lineage import pipeline, store
+from topic_lineage import spark as tl_spark
+from topic_lineage import tables as t
+from topic_lineage import warehouse as wh
+from topic_lineage.quality import gate
+from topic_lineage.quality.suites import SNAPSHOT_IDS_NOT_SHARED
+
+X, Y = tid(1), tid(2)
+
+
+def _gate_without_dates(version: str) -> dict:
+    """The verdict the gate recorded in the version's manifest, without its instant."""
+    return {key: value for key, value in wh.read_manifest(version)["gate"].items() if key != "at"}
+
+
+def _outcomes(result: gate.GateResult) -> list:
+    return sorted((o.table, o.name, o.success, o.unexpected_count, o.severity,
+                   sorted(repr(sorted(row.items())) for row in o.rows)) for o in result.outcomes)
+
+
+@pytest.mark.spark
+def test_a_small_version_is_validated_without_a_spark_job_and_judged_as_with_spark(
+        spark, tl_home, monkeypatch):
+    """A built version in which two names carry one topic ID (a critical failure, with
+    offending rows): validated in process it runs no Spark job; validated with Spark it runs
+    some; both give the same verdict, outcomes, offending rows, report and recorded verdict."""
+    monkeypatch.delenv(gate.IN_PROCESS_ENV, raising=False)
+    monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
+    store.save_all([snap(0, topic("orders", X), topic("payments", Y)),
+                    snap(1, topic("orders", X), topic("orders-copy", X), topic("payments", Y))],
+                   "import:jsonl")
+    version = pipeline.run_build(spark, validate=False, publish=False).version
+    tracker = spark.sparkContext.statusTracker()
+
+    def validated(group: str) -> tuple[gate.GateResult, int]:
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            result = gate.validate_version(spark, version, max_age=None, now=None)
+        finally:
+            spark.sparkContext.setJobGroup("", "")
+        return result, len(tracker.getJobIdsForGroup(group))
+
+    in_process, in_process_jobs = validated("gate-in-process")
+    recorded = _gate_without_dates(version)
+    monkeypatch.setenv(gate.IN_PROCESS_ENV, "0")  # the Spark path, as for a larger version
+    with_spark, spark_jobs = validated("gate-spark")
+
+    assert in_process_jobs == 0
+    assert spark_jobs > 0  # the counting sees the Spark path's jobs
+    assert not in_process.success and in_process.failed_names == [SNAPSHOT_IDS_NOT_SHARED]
+    assert in_process.success == with_spark.success
+    assert in_process.evaluated == with_spark.evaluated > 20
+    assert _outcomes(in_process) == _outcomes(with_spark)
+    assert in_process.report() == with_spark.report()
+    assert "topic_name=orders, orders-copy" in in_process.report()
+    assert recorded == _gate_without_dates(version)
+    assert set(in_process.detail_pages) == set(with_spark.detail_pages) == set(t.TABLES)
+
+
+def test_in_process_limit_is_read_from_the_environment_and_capped_by_the_small_input_limit(
+        monkeypatch):
+    """Default 4 MiB; ``0`` (or ``$TOPIC_LINEAGE_SMALL_INPUT_MB=0``) validates every version
+    with Spark; a malformed value is an error naming the variable."""
+    from topic_lineage.errors import TopicLineageError
+
+    monkeypatch.delenv(gate.IN_PROCESS_ENV, raising=False)
+    monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
+    assert gate.in_process_limit() == 4 * 1024 * 1024
+    assert gate.validates_in_process(4 * 1024 * 1024)
+    assert not gate.validates_in_process(4 * 1024 * 1024 + 1)
+    monkeypatch.setenv(gate.IN_PROCESS_ENV, "0")
+    assert not gate.validates_in_process(0)
+    monkeypatch.setenv(gate.IN_PROCESS_ENV, "100")
+    assert gate.in_process_limit() == tl_spark.small_input_limit() == 64 * 1024 * 1024
+    monkeypatch.setenv(tl_spark.SMALL_INPUT_ENV, "0")
+    assert not gate.validates_in_process(0)
+    monkeypatch.setenv(gate.IN_PROCESS_ENV, "lots")
+    with pytest.raises(TopicLineageError, match=r"TOPIC_LINEAGE_GATE_IN_PROCESS_MB 'lots'"):
+        gate.in_process_limit()
