@@ -18,6 +18,7 @@ from scd_support import snap, tid, topic
 from topic_lineage import store
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
+from topic_lineage.scd import walk
 from topic_lineage.scd.build import build_version
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -55,22 +56,36 @@ def tables_of(spark, version):
     }
 
 
-def build_batches(spark, batches):
+def build_batches(spark, batches, derivation):
     infos = []
     for batch in batches:
         store.save_all(batch, "import:jsonl")
         info = build_version(spark)
+        assert wh.read_manifest(info.version)["derivation"] == derivation
         pass_gate(info.version)  # the gate is not the subject here (tests/gate_support.py)
         wh.publish(info.version)
         infos.append(info)
     return infos
 
 
+@pytest.fixture(params=[walk.WALK, walk.SET_BASED])
+def derivation(request, monkeypatch):
+    """Each order test runs with both derivations: the walk (small stores, the default here)
+    and the set-based one (incremental from the base's state), against the same reference."""
+    if request.param == walk.SET_BASED:
+        monkeypatch.setenv(walk.WALK_ENV, "0")
+    else:
+        monkeypatch.delenv(walk.WALK_ENV, raising=False)
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def reference(spark, tmp_path_factory):
-    """The full refresh over the whole history."""
+    """The full refresh over the whole history, by the set-based derivation (the walk's builds
+    are compared with it too)."""
     mp = pytest.MonkeyPatch()
     mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("reference")))
+    mp.setenv(walk.WALK_ENV, "0")
     try:
         store.save_all(A_HISTORY + B_HISTORY, "import:jsonl")
         info = build_version(spark, full_refresh=True)
@@ -101,24 +116,24 @@ def test_reference_has_the_expected_shape(reference):
     assert in_b == {X: (1, 1), Q: (3, 2)}
 
 
-def test_in_order_incremental_builds_equal_full_refresh(spark, tl_home, reference):
-    infos = build_batches(spark, [[A0, A1, B0], [A2, A3, B1, B2], [A4, A5, B3]])
+def test_in_order_incremental_builds_equal_full_refresh(spark, tl_home, reference, derivation):
+    infos = build_batches(spark, [[A0, A1, B0], [A2, A3, B1, B2], [A4, A5, B3]], derivation)
     assert [i.mode for i in infos] == ["full", "incremental", "incremental"]
     assert all(not i.recomputed_clusters for i in infos[1:])
     assert_same_tables(spark, infos[-1].version, reference)
 
 
-def test_reverse_batches_equal_full_refresh(spark, tl_home, reference):
-    infos = build_batches(spark, [[A4, A5, B3], [A2, A3, B1, B2], [A0, A1, B0]])
+def test_reverse_batches_equal_full_refresh(spark, tl_home, reference, derivation):
+    infos = build_batches(spark, [[A4, A5, B3], [A2, A3, B1, B2], [A0, A1, B0]], derivation)
     assert infos[1].mode == "incremental" and infos[1].recomputed_clusters  # late snapshots
     assert_same_tables(spark, infos[-1].version, reference)
 
 
-def test_shuffled_batches_with_duplicates_equal_full_refresh(spark, tl_home, reference):
+def test_shuffled_batches_with_duplicates_equal_full_refresh(spark, tl_home, reference, derivation):
     everything = A_HISTORY + B_HISTORY
     random.Random(7).shuffle(everything)
     batches = [everything[:3], everything[3:6] + everything[:2], everything[6:] + everything[4:5]]
-    infos = build_batches(spark, batches)
+    infos = build_batches(spark, batches, derivation)
     assert_same_tables(spark, infos[-1].version, reference)
     # and a build with nothing new changes nothing
     again = build_version(spark)

@@ -26,18 +26,12 @@ import pytest
 from gate_support import publish_passed
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from scd_support import (
-    incarnation_groups,
-    reference_tables,
-    run_rows,
-    snap,
-    store_frame,
-    tid,
-    topic,
-)
+from scd_histories import POLICY, histories
+from scd_support import incarnation_groups, reference_tables, run_rows, store_frame
 
 from topic_lineage import tables as t
 from topic_lineage.scd import incarnations as inc
+from topic_lineage.scd import walk
 
 pytestmark = [pytest.mark.spark, pytest.mark.property]
 
@@ -51,80 +45,6 @@ settings.register_profile("thorough", max_examples=40, **_COMMON)
 settings.load_profile(os.environ.get("TOPIC_LINEAGE_HYPOTHESIS", "ci"))
 # An incremental example is several builds through the store: a third as many examples.
 INCREMENTAL_EXAMPLES = max(1, settings.default.max_examples // 3)
-
-# Small thresholds so that histories of a few topics are held often; both are configurable.
-POLICY = inc.HoldPolicy(ratio=0.5, min_count=2)
-NAMES = "abcdef"
-CLUSTERS_PER_EXAMPLE = 8
-
-
-def _cluster_id(n: int) -> str:
-    return f"Q2x1c3Rlci{n:02d}AAAAAAAAAA"[:22]
-
-
-@st.composite
-def cluster_history(draw, cluster: str):
-    """Snapshots of one cluster: a true world evolving step by step, observed in many ways."""
-    next_id = iter(range(1, 190))
-    world: dict[str, list] = {}  # name -> [topic_id or None, partitions]
-    deleted: list[tuple[str, str]] = []  # (name, topic_id) once deleted
-    for name in draw(st.sets(st.sampled_from(NAMES), min_size=2)):
-        world[name] = [None if draw(st.integers(0, 4)) == 0 else tid(next(next_id)), 3]
-    snapshots = []
-    for hour in range(draw(st.integers(3, 7))):
-        for _ in range(draw(st.integers(0, 2))):  # the world changes
-            change = draw(st.sampled_from(["create", "delete", "recreate", "partitions", "assign",
-                                           "resurrect"]))
-            name = draw(st.sampled_from(NAMES))
-            if change == "create" and name not in world:
-                world[name] = [tid(next(next_id)), 3]
-            elif change == "delete" and name in world:
-                if world[name][0] is not None:
-                    deleted.append((name, world[name][0]))
-                del world[name]
-            elif change == "recreate" and name in world:
-                world[name] = [tid(next(next_id)), 3]
-            elif change == "partitions" and name in world:
-                world[name][1] += 1
-            elif change == "assign" and name in world and world[name][0] is None:
-                world[name][0] = tid(next(next_id))
-            elif change == "resurrect" and deleted:  # KAFKA-19383: an old ID comes back
-                old_name, old_id = draw(st.sampled_from(deleted))
-                if old_name not in world:
-                    world[old_name] = [old_id, 3]
-        view = draw(st.sampled_from(["complete", "complete", "incomplete", "broken", "errors",
-                                     "shared"]))
-        names = sorted(world)
-        if view == "incomplete":
-            names = draw(st.lists(st.sampled_from(names), unique=True)) if names else []
-        elif view == "broken":  # a near-empty listing
-            names = names[:draw(st.integers(0, 1))]
-        topics = []
-        for name in names:
-            topic_id, partitions = world[name]
-            if view in ("errors", "incomplete") and draw(st.integers(0, 2)) == 0:
-                topics.append(topic(name, error="TOPIC_AUTHORIZATION_FAILED"))
-            else:
-                topics.append(topic(name, topic_id, partitions=partitions))
-        if view == "shared" and len(topics) >= 2 and topics[0].topic_id and topics[1].error is None:
-            topics[1] = topic(topics[1].name, topics[0].topic_id)  # two names, one ID
-        snapshots.append(snap(hour, *topics, complete=view != "incomplete", cluster=cluster,
-                              alias=f"c{cluster[-2:]}"))
-    return snapshots
-
-
-@st.composite
-def histories(draw):
-    """Independent cluster histories, shuffled together with some snapshots repeated."""
-    snapshots = []
-    for n in range(CLUSTERS_PER_EXAMPLE):
-        snapshots += draw(cluster_history(_cluster_id(n)))
-    repeated = draw(st.lists(st.sampled_from(snapshots), max_size=4))
-    order = draw(st.randoms(use_true_random=False))
-    ingested = snapshots + repeated
-    order.shuffle(ingested)
-    return ingested
-
 
 def _assert_equal(runs, incarnations, snapshots):
     expected_runs, expected_groups = reference_tables(snapshots, POLICY)
@@ -166,6 +86,8 @@ def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order):
         mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental")))
         mp.setenv("TOPIC_LINEAGE_HOLD_RATIO", str(POLICY.ratio))
         mp.setenv("TOPIC_LINEAGE_HOLD_MIN", str(POLICY.min_count))
+        # the set-based derivation's seeds (the walk has its own property tests: test_scd_walk.py)
+        mp.setenv(walk.WALK_ENV, "0")
         cuts = sorted(order.sample(range(1, len(ingested)), min(batches - 1, len(ingested) - 1)))
         for start, end in zip([0, *cuts], [*cuts, len(ingested)]):
             store.save_all(ingested[start:end], "import:jsonl")

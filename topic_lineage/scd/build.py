@@ -30,11 +30,12 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from topic_lineage import noop
+from topic_lineage import spark as tl_spark
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.faults import fault_point
 from topic_lineage.fsutil import files_bytes
-from topic_lineage.scd import groups
+from topic_lineage.scd import groups, walk
 from topic_lineage.scd import incarnations as inc
 from topic_lineage.spark import sized_for
 
@@ -96,6 +97,23 @@ def _read_store(spark, relatives: list[str]):
     )
 
 
+def _read_store_arrow(relatives: list[str]):
+    """The store rows of these snapshot files as one Arrow table (read on the driver: the walk's
+    input, small by definition)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root, schema = t.snapshots_dir(), t.arrow_store_schema()
+    if not relatives:
+        return schema.empty_table()
+    return pa.concat_tables([pq.read_table(root / r, schema=schema) for r in relatives])
+
+
+def _frame_of(spark, table, ddl: str):
+    """A DataFrame of an Arrow table the walk made, with the DDL's columns and types."""
+    return inc.select_ddl(spark.createDataFrame(table), ddl)
+
+
 def _read_table(spark, version: str, table: str, ddl: str):
     return spark.read.schema(ddl).parquet(str(wh.version_path(version, table)))
 
@@ -122,7 +140,11 @@ def _link_files(source: Path, target: Path) -> int:
     return linked
 
 
-def _usable_base(base: str | None, policy: inc.HoldPolicy) -> tuple[dict | None, str]:
+def _usable_base(base: str | None, policy: inc.HoldPolicy, *, needs_state: bool = True
+                 ) -> tuple[dict | None, str]:
+    """The base's manifest when an incremental build can start from it, else None and why.
+    ``needs_state``: the set-based derivation continues from the base's ``_state``; the walk
+    derives each touched cluster from its whole history and needs none."""
     if base is None:
         return None, "nothing published yet"
     try:
@@ -131,12 +153,20 @@ def _usable_base(base: str | None, policy: inc.HoldPolicy) -> tuple[dict | None,
         return None, str(exc)
     if manifest.get("hold_policy") != {"ratio": policy.ratio, "min_count": policy.min_count}:
         return None, "hold thresholds differ from the base version's"
-    if not all(wh.version_path(base, x).is_dir() for x in (*t.TABLES, wh.STATE_TABLE)):
+    if needs_state and not wh.version_path(base, wh.STATE_TABLE).is_dir() \
+            and manifest.get(DERIVATION) == walk.WALK:
+        return None, "the base was derived by the walk (a small store), which keeps no incremental state"
+    if not all(wh.version_path(base, x).is_dir()
+               for x in (*t.TABLES, *((wh.STATE_TABLE,) if needs_state else ()))):
         return None, "base version lacks a table"
     return manifest, ""
 
 
 # --- the build ---------------------------------------------------------------------------------
+DERIVATION = "derivation"
+"""Manifest key: how the version's incarnations were derived, ``walk.WALK`` or ``walk.SET_BASED``."""
+
+
 def build_version(
     spark,
     version_id: str | None = None,
@@ -163,7 +193,11 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
     files, listing = _stored_files()
-    manifest, why_full = (None, "--full-refresh") if full_refresh else _usable_base(base, policy)
+    # A small store is derived by the walk (topic_lineage.scd.walk): whole clusters, in Python;
+    # a larger one by the set-based Spark derivation, incrementally from the base's state.
+    by_walk = walk.walks(sum(files.values()))
+    manifest, why_full = (None, "--full-refresh") if full_refresh else _usable_base(
+        base, policy, needs_state=not by_walk)
     group_files = _stored_group_files(files)
     if manifest is not None:
         included = manifest.get("snapshot_files", {})
@@ -205,7 +239,34 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
     # waits for that write, also when the build fails.
     with sized_for(spark, input_bytes) as small_input, \
             ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots") as background:
-        if manifest is None:
+        if by_walk:
+            walked = sorted(files) if manifest is None else sorted(
+                r for r in files if _file_key(r)[0] in incremental | late)
+            log.info("%s build of %s by the walk over %d snapshot file(s)%s",
+                     "full" if manifest is None else "incremental", version, len(walked),
+                     f": {why_full}" if manifest is None else f" of {len(incremental | late)} cluster(s)")
+            store_table = _read_store_arrow(walked)
+            if manifest is None:
+                # up to the quick JIT's size the rows already read go to Spark as they are (no
+                # file listing, no read job); a larger store is read by Spark's own reader
+                read_rows = (spark.createDataFrame(store_table) if tl_spark.quick_jit_for(input_bytes)
+                             else _read_store(spark, sorted(files)))
+                observations = background.submit(
+                    _write, inc.topic_snapshots(read_rows), out / t.TOPIC_SNAPSHOTS)
+            else:
+                observations = background.submit(_add_observations, spark, base, out, new_files)
+            walked_runs, walked_incarnations = walk.derive(store_table, policy)
+            runs = _frame_of(spark, walked_runs, t.SNAPSHOT_RUNS_DDL)
+            incarnations = inc.select_ddl(
+                inc.with_topic_uuid(spark.createDataFrame(walked_incarnations)), t.TOPIC_INCARNATIONS_DDL)
+            if manifest is not None:  # the other clusters' rows are the base's
+                touched = F.col(t.CLUSTER_ID).isin(sorted(incremental | late))
+                runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL).filter(~touched) \
+                    .unionByName(runs)
+                incarnations = _read_table(spark, base, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL) \
+                    .filter(~touched).unionByName(incarnations)
+            state, derived, mode = None, None, "full" if manifest is None else "incremental"
+        elif manifest is None:
             log.info("full build of %s: %s", version, why_full)
             store_rows = _read_store(spark, sorted(files))
             observations = background.submit(_write, inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
@@ -239,10 +300,13 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         try:
             _write(runs, out / t.SNAPSHOT_RUNS, files=1)
             fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
-            _write(incarnations, out / t.TOPIC_INCARNATIONS, files=_files_for(incarnations, mode))
-            _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
+            _write(incarnations, out / t.TOPIC_INCARNATIONS,
+                   files=1 if by_walk else _files_for(incarnations, mode))
+            if state is not None:  # the walk keeps none
+                _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
         finally:
-            derived.unpersist()
+            if derived is not None:
+                derived.unpersist()
         observations.result()  # the observations' write: its error is the build's
         _write_group_tables(
             spark, out, group_files,
@@ -264,6 +328,7 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
         mode=mode, snapshot_files=files, snapshot_count=len(files), new_snapshots=len(new_files),
         recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
         input_bytes=input_bytes, spark_settings=small_input or "session",
+        derivation=walk.WALK if by_walk else walk.SET_BASED,
         hold_policy={"ratio": policy.ratio, "min_count": policy.min_count},
         group_files=group_files,
         cluster_newest={c: compact_timestamp(ts) for c, ts in newest.items()},

@@ -110,12 +110,12 @@ class Derived:
 def empty_frame(spark, ddl: str) -> DataFrame:
     """No rows, the DDL's columns; planned in the JVM (``createDataFrame([])`` would make every
     job that reads it start Python workers)."""
-    return _ddl_select(spark.range(0).select(*[
+    return select_ddl(spark.range(0).select(*[
         F.lit(None).alias(name) for name in t.ddl_columns(ddl)
     ]), ddl)
 
 
-def _ddl_select(df: DataFrame, ddl: str) -> DataFrame:
+def select_ddl(df: DataFrame, ddl: str) -> DataFrame:
     """The schema contract of a transform's output: the DDL's columns, in order, cast."""
     types = [part.strip().split()[:2] for part in ddl.split(",")]
     return df.select(*[F.col(name).cast(kind).alias(name) for name, kind in types])
@@ -143,7 +143,7 @@ def snapshot_runs_input(store_rows: DataFrame) -> DataFrame:
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.COMPLETE, t.TOPIC_COUNT,
         t.ERROR_TOPIC_COUNT, t.SOURCE, t.AUTHORITATIVE,
     ).distinct()
-    return _ddl_select(runs.withColumn(t.HELD, F.lit(None).cast("boolean")), RUNS_IN_DDL)
+    return select_ddl(runs.withColumn(t.HELD, F.lit(None).cast("boolean")), RUNS_IN_DDL)
 
 
 def topic_snapshots(store_rows: DataFrame) -> DataFrame:
@@ -155,7 +155,7 @@ def topic_snapshots(store_rows: DataFrame) -> DataFrame:
         t.CLUSTER_ID, t.CLUSTER_ALIAS, t.CAPTURED_AT, t.COMPLETE, t.TOPIC_NAME, t.TOPIC_ID,
         t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL, t.ERROR,
     )
-    return _ddl_select(with_topic_uuid(rows), t.TOPIC_SNAPSHOTS_DDL)
+    return select_ddl(with_topic_uuid(rows), t.TOPIC_SNAPSHOTS_DDL)
 
 
 # --- the derivation ---------------------------------------------------------------------------------
@@ -320,7 +320,7 @@ def derive(
     rows = _incarnation_span(_keys(_version_starts(_versions(rows))))
     rows = keep(rows)  # read by both the incarnations and the state
     return Derived(
-        snapshot_runs=_ddl_select(runs_out, t.SNAPSHOT_RUNS_DDL),
+        snapshot_runs=select_ddl(runs_out, t.SNAPSHOT_RUNS_DDL),
         topic_incarnations=_incarnation_rows(rows),
         state=_next_state(rows, name_only_seeds),
         cached=(ranked, observed, provisional, runs_out, gapped, rows),
@@ -789,7 +789,7 @@ def _incarnation_rows(rows: DataFrame) -> DataFrame:
         )
         .withColumn(t.IS_CURRENT, F.col(t.VALID_TO).isNull())
     )
-    return _ddl_select(with_topic_uuid(versions), t.TOPIC_INCARNATIONS_DDL)
+    return select_ddl(with_topic_uuid(versions), t.TOPIC_INCARNATIONS_DDL)
 
 
 def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
@@ -831,8 +831,8 @@ def _next_state(rows: DataFrame, name_only_seeds: DataFrame) -> DataFrame:
         "_is_last_of_name",
     )
     is_identity_last = F.col("_identity_next_seen_at").isNull()
-    return _ddl_select(derived.filter(is_identity_last | F.col("_is_last_of_name")), STATE_DDL) \
-        .unionByName(_ddl_select(carried.filter(F.col("_is_last_of_name")), STATE_DDL))
+    return select_ddl(derived.filter(is_identity_last | F.col("_is_last_of_name")), STATE_DDL) \
+        .unionByName(select_ddl(carried.filter(F.col("_is_last_of_name")), STATE_DDL))
 
 
 # --- merging an incremental result into the previous tables -----------------------------------
@@ -858,6 +858,6 @@ def merge_incarnations(previous: DataFrame, derived: DataFrame) -> DataFrame:
             F.when(F.col("_from_version").isNull(), F.col(t.DELETED_AT)).otherwise(F.col("_deleted_at")),
         )
     )
-    return _ddl_select(kept, t.TOPIC_INCARNATIONS_DDL).unionByName(
-        _ddl_select(derived, t.TOPIC_INCARNATIONS_DDL)
+    return select_ddl(kept, t.TOPIC_INCARNATIONS_DDL).unionByName(
+        select_ddl(derived, t.TOPIC_INCARNATIONS_DDL)
     )
