@@ -11,19 +11,12 @@ import group_support as ex
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scd_histories import CLUSTERS_PER_EXAMPLE, NAMES, POLICY, _cluster_id, cluster_history
 from scd_support import _utc, store_frame
-from test_scd_properties import (
-    CLUSTERS_PER_EXAMPLE,
-    INCREMENTAL_EXAMPLES,
-    NAMES,
-    POLICY,
-    _cluster_id,
-    built_incrementally,
-    cluster_history,
-)
+from test_scd_properties import INCREMENTAL_EXAMPLES, built_incrementally
 
 from topic_lineage import tables as t
-from topic_lineage.scd import groups, reference
+from topic_lineage.scd import groups, reference, walk
 from topic_lineage.scd import incarnations as inc
 from topic_lineage.scd.group_reference import derive_groups
 from topic_lineage.snapshot import GroupObservation, GroupOffset
@@ -137,7 +130,8 @@ def test_incremental_builds_write_the_reference_group_tables(spark, tmp_path_fac
     random batches, an incremental build after each (late snapshots recompute their cluster,
     the others keep the base's group rows), and the last version's group_offsets and
     group_incarnations equal the reference over everything stored."""
-    with built_incrementally(spark, tmp_path_factory, ingested, batches, order) as read:
+    with built_incrementally(spark, tmp_path_factory, ingested, batches, order,
+                             derivation=walk.WALK) as read:
         built = (_rows(read(t.GROUP_OFFSETS), t.GROUP_OFFSETS_DDL),
                  _rows(read(t.GROUP_INCARNATIONS), t.GROUP_INCARNATIONS_DDL))
     assert built == reference_lineage(ingested, POLICY)

@@ -75,9 +75,12 @@ def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingeste
 
 
 @contextlib.contextmanager
-def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order):
+def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order, *,
+                        derivation: str = walk.SET_BASED):
     """Store ``ingested`` in ``batches`` random batches in a new home, an incremental build (and
-    a publish) after each; yields ``read(table) -> rows`` of the last version."""
+    a publish) after each, by ``derivation`` (here the set-based one's seeds: the walk has its
+    own property tests, test_scd_walk.py; the group tests build by the walk); yields
+    ``read(table) -> rows`` of the last version."""
     from topic_lineage import store
     from topic_lineage import warehouse as wh
     from topic_lineage.scd.build import build_version
@@ -86,11 +89,11 @@ def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order):
         mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental")))
         mp.setenv("TOPIC_LINEAGE_HOLD_RATIO", str(POLICY.ratio))
         mp.setenv("TOPIC_LINEAGE_HOLD_MIN", str(POLICY.min_count))
-        # the set-based derivation's seeds (the walk has its own property tests: test_scd_walk.py)
-        mp.setenv(walk.WALK_ENV, "0")
+        mp.setenv(walk.WALK_ENV, "0" if derivation == walk.SET_BASED else str(walk.DEFAULT_WALK_MB))
         cuts = sorted(order.sample(range(1, len(ingested)), min(batches - 1, len(ingested) - 1)))
         for start, end in zip([0, *cuts], [*cuts, len(ingested)]):
             store.save_all(ingested[start:end], "import:jsonl")
             info = build_version(spark, policy=POLICY)
+            assert wh.read_manifest(info.version)["derivation"] == derivation
             publish_passed(info.version)  # the gate is not the subject here
         yield lambda table: spark.read.parquet(str(wh.version_path(info.version, table))).collect()
