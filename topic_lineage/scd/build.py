@@ -240,31 +240,12 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
     with sized_for(spark, input_bytes) as small_input, \
             ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots") as background:
         if by_walk:
-            walked = sorted(files) if manifest is None else sorted(
-                r for r in files if _file_key(r)[0] in incremental | late)
-            log.info("%s build of %s by the walk over %d snapshot file(s)%s",
-                     "full" if manifest is None else "incremental", version, len(walked),
-                     f": {why_full}" if manifest is None else f" of {len(incremental | late)} cluster(s)")
-            store_table = _read_store_arrow(walked)
-            if manifest is None:
-                # up to the quick JIT's size the rows already read go to Spark as they are (no
-                # file listing, no read job); a larger store is read by Spark's own reader
-                read_rows = (spark.createDataFrame(store_table) if tl_spark.quick_jit_for(input_bytes)
-                             else _read_store(spark, sorted(files)))
-                observations = background.submit(
-                    _write, inc.topic_snapshots(read_rows), out / t.TOPIC_SNAPSHOTS)
-            else:
-                observations = background.submit(_add_observations, spark, base, out, new_files)
-            walked_runs, walked_incarnations = walk.derive(store_table, policy)
-            runs = _frame_of(spark, walked_runs, t.SNAPSHOT_RUNS_DDL)
-            incarnations = inc.select_ddl(
-                inc.with_topic_uuid(spark.createDataFrame(walked_incarnations)), t.TOPIC_INCARNATIONS_DDL)
-            if manifest is not None:  # the other clusters' rows are the base's
-                touched = F.col(t.CLUSTER_ID).isin(sorted(incremental | late))
-                runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL).filter(~touched) \
-                    .unionByName(runs)
-                incarnations = _read_table(spark, base, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL) \
-                    .filter(~touched).unionByName(incarnations)
+            derived_clusters = None if manifest is None else incremental | late
+            log.info("%s build of %s by the walk%s", "full" if manifest is None else "incremental",
+                     version, f": {why_full}" if manifest is None
+                     else f" of {len(derived_clusters)} cluster(s) with new or late snapshots")
+            runs, incarnations, observations = _walk_build(
+                spark, background, files, new_files, derived_clusters, policy, base, out)
             state, derived, mode = None, None, "full" if manifest is None else "incremental"
         elif manifest is None:
             log.info("full build of %s: %s", version, why_full)
@@ -432,19 +413,85 @@ def _newest_per_cluster(path: Path) -> dict[str, datetime]:
                     newest.column(f"{t.CAPTURED_AT}_max").to_pylist(), strict=True))
 
 
-def _add_observations(spark, base: str, out: Path, new_files: list[str]) -> None:
+def _add_observations(spark, base: str, out: Path, new_files: list[str], new_rows=None) -> None:
     """An incremental version's ``topic_snapshots``: the base's files (hard links) and one or a
-    few new files with the new snapshots' observations."""
+    few new files with the new snapshots' observations (``new_rows``: their store rows as a
+    DataFrame already, else read from the store)."""
     import shutil
 
     _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
     if not new_files:
         return
-    new_obs = inc.topic_snapshots(_read_store(spark, new_files))
+    new_obs = inc.topic_snapshots(_read_store(spark, new_files) if new_rows is None else new_rows)
     _write(new_obs, out / ".new_topic_snapshots", files=1 if len(new_files) < 50 else None)
     for part in (out / ".new_topic_snapshots").glob("*.parquet"):
         os.replace(part, out / t.TOPIC_SNAPSHOTS / part.name)
     shutil.rmtree(out / ".new_topic_snapshots")
+
+
+# --- the walk's build (a small store) --------------------------------------------------------------
+def _walk_build(spark, background, files: dict[str, int], new_files: list[str],
+                clusters: set[str] | None, policy: inc.HoldPolicy, base: str | None, out: Path):
+    """``(snapshot_runs, topic_incarnations, observations written)`` of a build by the walk.
+
+    ``clusters``: those with new or late snapshots, derived again from all their stored
+    snapshots (None: a full build, every cluster); the other clusters' rows are the base's. Every
+    input is read with pyarrow on the driver and goes to Spark as Arrow: on a small store a
+    Spark read costs more (a listing, a scan job, the reader's first use in a new JVM) than the
+    data. Only ``topic_snapshots`` of a store or new snapshots larger than the quick JIT's size
+    are read by Spark's reader (the driver would otherwise ship them all to the JVM).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    new = set(new_files)
+    old_files = sorted(r for r in files if r not in new
+                       and (clusters is None or _file_key(r)[0] in clusters))
+    new_table = _read_store_arrow(new_files)
+    store_table = pa.concat_tables([_read_store_arrow(old_files), new_table])
+    def write_observations() -> None:  # in the background thread, from its first step
+        if clusters is None:
+            rows = _store_rows(spark, store_table, sorted(files), files)
+            _write(inc.topic_snapshots(rows), out / t.TOPIC_SNAPSHOTS)
+        else:
+            _add_observations(spark, base, out, new_files,
+                              _store_rows(spark, new_table, new_files, files))
+
+    observations = background.submit(write_observations)
+    runs, incarnations = walk.derive(store_table, policy)
+    if clusters is not None:  # the other clusters' rows are the base's
+        def kept(table: str, columns):
+            rows = _read_version_arrow(base, table)
+            other = pc.invert(pc.is_in(rows.column(t.CLUSTER_ID), value_set=pa.array(sorted(clusters), pa.string())))
+            return rows.filter(other).select(list(columns))
+
+        runs = pa.concat_tables([kept(t.SNAPSHOT_RUNS, walk.RUN_COLUMNS), runs])
+        incarnations = pa.concat_tables([kept(t.TOPIC_INCARNATIONS, walk.INCARNATION_COLUMNS),
+                                         incarnations])
+    return (_frame_of(spark, runs, t.SNAPSHOT_RUNS_DDL),
+            inc.select_ddl(inc.with_topic_uuid(spark.createDataFrame(incarnations)),
+                           t.TOPIC_INCARNATIONS_DDL),
+            observations)
+
+
+def _store_rows(spark, table, relatives: list[str], files: dict[str, int]):
+    """Store rows for ``topic_snapshots``: the Arrow rows already read, up to the quick JIT's
+    size, else Spark's reader over the files."""
+    if tl_spark.quick_jit_for(sum(files[r] for r in relatives)):
+        return spark.createDataFrame(table)
+    return _read_store(spark, relatives)
+
+
+def _read_version_arrow(version: str, table: str):
+    """A table of a built version as Arrow, with the DDL's schema (read on the driver)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = t.arrow_schema_of(t.TABLE_DDL[table])
+    parts = sorted(wh.version_path(version, table).glob("*.parquet"))
+    if not parts:
+        return schema.empty_table()
+    return pa.concat_tables([pq.read_table(p, columns=schema.names).cast(schema) for p in parts])
 
 
 def _files_for(df, mode: str) -> int | None:
