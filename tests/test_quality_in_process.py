@@ -92,3 +92,38 @@ def test_in_process_limit_is_read_from_the_environment_and_capped_by_the_small_i
     monkeypatch.setenv(gate.IN_PROCESS_ENV, "lots")
     with pytest.raises(TopicLineageError, match=r"TOPIC_LINEAGE_GATE_IN_PROCESS_MB 'lots'"):
         gate.in_process_limit()
+
+
+@pytest.mark.spark
+def test_validating_a_small_version_starts_no_spark(spark, tl_home, monkeypatch):
+    """`topic-lineage validate` and the Airflow validate task body on a small version start no
+    JVM (JAVA_HOME points nowhere, no Spark Connect server) and record a passing verdict; with
+    the in-process gate off, the same command needs its Spark and fails without Java."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from topic_lineage.local import spark_server
+
+    script = Path(sys.executable).with_name("topic-lineage")
+    store.save_all([snap(0, topic("orders", X), topic("payments", Y))], "import:jsonl")
+    version = pipeline.run_build(spark, validate=False, publish=False).version
+    env = {**os.environ, t.HOME_ENV: str(tl_home), "JAVA_HOME": str(tl_home / "no-java"),
+           "TOPIC_LINEAGE_MAX_AGE": "off"}
+    for name in (gate.IN_PROCESS_ENV, tl_spark.SMALL_INPUT_ENV, spark_server.REMOTE_ENV):
+        env.pop(name, None)
+
+    def run(*command: str, **extra) -> subprocess.CompletedProcess:
+        return subprocess.run(command, env={**env, **extra}, capture_output=True, text=True,
+                              timeout=300, check=False)
+
+    done = run(str(script), "validate", "--version", version)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "PASSED" in done.stdout and wh.read_manifest(version)["gate"]["passed"]
+    task = run(sys.executable, "-c",
+               f"from topic_lineage import airflow as at; print(at.validate_version({version!r}))")
+    assert task.returncode == 0, task.stderr[-3000:]
+    assert version in task.stdout
+    with_spark = run(str(script), "validate", "--version", version, **{gate.IN_PROCESS_ENV: "0"})
+    assert with_spark.returncode != 0

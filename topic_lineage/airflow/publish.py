@@ -112,20 +112,15 @@ def validate_version(version: str) -> dict[str, Any]:
     its return value and log, and the ``health`` task fails on them."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from topic_lineage.local.spark_server import pipeline_session
+    from topic_lineage.local.spark_server import LazySession
     from topic_lineage.quality import context as qc
     from topic_lineage.quality.gate import validate_version as gate
     from topic_lineage.ui import data_docs_url
 
-    with _quiet_loggers():
-        with _child_stderr_to_stdout():
-            # the deployment's Spark Connect server when it runs, else a local Spark
-            spark, remote = pipeline_session("topic-lineage-validate")
-        try:
-            result = gate(spark, version)  # records the verdict in the version's manifest
-        finally:
-            if remote:  # release the server-side session; a local one ends with the task
-                spark.stop()
+    # the deployment's Spark Connect server when it runs, else a local Spark; neither for a
+    # small version, which the gate validates in this process
+    with _quiet_loggers(), LazySession("topic-lineage-validate", opening=_child_stderr_to_stdout) as spark:
+        result = gate(spark, version)  # records the verdict in the version's manifest
     base_url = airflow_base_url()
     for line in gate_log_lines(result, base_url):
         log.info("%s", line)

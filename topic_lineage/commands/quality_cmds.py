@@ -69,13 +69,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             "nothing is published yet; build the tables with 'topic-lineage build', or name a "
             "built version with --version"
         )
-    from topic_lineage.local.spark_server import pipeline_session
+    from topic_lineage.local.spark_server import LazySession
 
-    spark, remote = pipeline_session("topic-lineage-validate")  # the Connect server when it runs
-    try:
+    # the Connect server when it runs, else a local Spark; neither for a small version (the gate
+    # validates it in process)
+    with LazySession("topic-lineage-validate") as spark:
         result = gate.validate_version(spark, version, all_rows=args.all_rows, **options)
-    finally:
-        if remote:  # release the server-side session (a local one ends with the process)
-            spark.stop()
     print(result.report())
     return 0 if result.success else 1

@@ -14,6 +14,7 @@ by every later query; a query of another ``--version`` does not use the server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -202,3 +203,31 @@ def pipeline_session(app_name: str, master: str | None = None, *, quick_jit: boo
         if url:
             return connect(url), url
     return get_spark(app_name, master=master, quick_jit=quick_jit), None
+
+
+class LazySession:
+    """A :func:`pipeline_session` opened on first call, for a step that may need none (the gate
+    validates a small version in process). Use as a context manager; calling it returns the
+    session, started once; leaving releases a Connect session on the server (a local one ends
+    with the process, as with :func:`pipeline_session`).
+
+    ``opening``: a context manager factory wrapped around the start (the Airflow task sends the
+    JVM's output to its log with it).
+    """
+
+    def __init__(self, app_name: str, *, opening=contextlib.nullcontext):
+        self.app_name, self.opening = app_name, opening
+        self.spark, self.remote = None, None
+
+    def __call__(self):
+        if self.spark is None:
+            with self.opening():
+                self.spark, self.remote = pipeline_session(self.app_name)
+        return self.spark
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.remote:
+            self.spark.stop()

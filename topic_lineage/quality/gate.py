@@ -414,6 +414,10 @@ def validate_version(
     ``$TOPIC_LINEAGE_MAX_AGE`` / 24 hours. ``now`` (aware) is the instant freshness and "no
     snapshot from the future" are judged against; default: the current time. ``all_rows``:
     read all of ``topic_snapshots``, also the files a passed base shares (:func:`snapshot_scope`).
+
+    ``spark``: a SparkSession, or a callable returning one, called only when the version is
+    validated with Spark (a small version is validated in process: no session is needed then,
+    so a command or task that has none starts none).
     """
     from topic_lineage import warehouse
     from topic_lineage.fsutil import files_bytes
@@ -436,9 +440,10 @@ def validate_version(
         described = {t.TOPIC_SNAPSHOTS: scope.describe()} if scope else None
         if validates_in_process(input_bytes):  # a few thousand rows: pandas, no Spark job
             frames = read_version_pandas(version, scope=scope)
-            result = validate_frames(spark, frames, version=version, config=config, now=now,
+            result = validate_frames(None, frames, version=version, config=config, now=now,
                                      ctx=ctx, scope=described)
         else:
+            spark = spark() if callable(spark) else spark
             frames = read_version(spark, version, skip=(t.TOPIC_SNAPSHOTS,) if scope else ())
             if scope is not None:
                 frames[t.TOPIC_SNAPSHOTS] = _scoped_snapshots(spark, version, scope)
