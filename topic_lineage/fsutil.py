@@ -106,3 +106,23 @@ def files_bytes(*paths) -> int:
         elif path.is_dir():
             total += sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return total
+
+
+def size_setting(env: str, default_mib: float, zero_means: str) -> int:
+    """Bytes from a size setting given in MiB in the environment variable ``env`` (unset:
+    ``default_mib``); a negative or unreadable value is one clear error naming the variable
+    (``zero_means``: what 0 does, for that message)."""
+    import os
+
+    text = os.environ.get(env)
+    try:
+        megabytes = default_mib if text is None else float(text)
+    except ValueError:
+        megabytes = -1.0
+    if megabytes < 0:
+        from topic_lineage.errors import TopicLineageError
+
+        raise TopicLineageError(
+            f"invalid ${env} {text!r}: give a size in MiB (e.g. {default_mib:g}), 0 to {zero_means}"
+        )
+    return int(megabytes * 1024 * 1024)

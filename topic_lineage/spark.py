@@ -135,19 +135,9 @@ DEFAULT_SMALL_INPUT_MB = 64.0
 def small_input_limit() -> int:
     """Bytes of input up to which a build or gate runs with :data:`SMALL_INPUT_CONF`
     (``$TOPIC_LINEAGE_SMALL_INPUT_MB``, default 64; 0 turns it off)."""
-    text = os.environ.get(SMALL_INPUT_ENV)
-    try:
-        megabytes = DEFAULT_SMALL_INPUT_MB if text is None else float(text)
-    except ValueError:
-        megabytes = -1.0
-    if megabytes < 0:
-        from topic_lineage.errors import TopicLineageError
+    from topic_lineage.fsutil import size_setting
 
-        raise TopicLineageError(
-            f"invalid ${SMALL_INPUT_ENV} {text!r}: give a size in MiB (e.g. 64), 0 to turn the "
-            f"small-input settings off"
-        )
-    return int(megabytes * 1024 * 1024)
+    return size_setting(SMALL_INPUT_ENV, DEFAULT_SMALL_INPUT_MB, "turn the small-input settings off")
 
 
 @contextlib.contextmanager

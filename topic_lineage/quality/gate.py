@@ -233,17 +233,23 @@ def version_table_path(version: str, table: str) -> Path:
     return Path(warehouse.version_path(version, table))
 
 
+def _check_table(version: str, table: str) -> Path:
+    """The table's directory in a built version; a clear error when the version lacks it."""
+    path = version_table_path(version, table)
+    if not path.exists():
+        raise GateError(
+            f"version {version!r} has no table {table} at {path}; build it again with "
+            f"'topic-lineage build'"
+        )
+    return path
+
+
 def read_version(spark, version: str, *, skip: tuple[str, ...] = ()) -> dict:
     """Every table of a built version as DataFrames, in the contract's column order; the
     tables in ``skip`` are checked to exist but not read (the caller reads part of them)."""
     frames = {}
     for table in t.TABLES:
-        path = version_table_path(version, table)
-        if not path.exists():
-            raise GateError(
-                f"version {version!r} has no table {table} at {path}; build it again with "
-                f"'topic-lineage build'"
-            )
+        path = _check_table(version, table)
         if table in skip:
             continue
         frames[table] = (
@@ -260,17 +266,11 @@ def in_process_limit() -> int:
     DataFrames instead of with Spark (``$TOPIC_LINEAGE_GATE_IN_PROCESS_MB``, default 4; 0 turns
     it off). Never above ``topic_lineage.spark.small_input_limit()``: ``$TOPIC_LINEAGE_SMALL_INPUT_MB=0``
     turns it off too, with the other small-input settings."""
+    from topic_lineage.fsutil import size_setting
     from topic_lineage.spark import small_input_limit
 
-    text = os.environ.get(IN_PROCESS_ENV)
-    try:
-        megabytes = DEFAULT_IN_PROCESS_MB if text is None else float(text)
-    except ValueError:
-        megabytes = -1.0
-    if megabytes < 0:
-        raise GateError(f"invalid ${IN_PROCESS_ENV} {text!r}: give a size in MiB (e.g. 4), 0 to "
-                        f"validate every version with Spark")
-    return min(int(megabytes * 1024 * 1024), small_input_limit())
+    return min(size_setting(IN_PROCESS_ENV, DEFAULT_IN_PROCESS_MB, "validate every version with Spark"),
+               small_input_limit())
 
 
 def validates_in_process(input_bytes: int) -> bool:
@@ -306,12 +306,7 @@ def read_version_pandas(version: str, *, scope: SnapshotScope | None = None) -> 
 
     frames = {}
     for table in t.TABLES:
-        path = version_table_path(version, table)
-        if not path.exists():
-            raise GateError(
-                f"version {version!r} has no table {table} at {path}; build it again with "
-                f"'topic-lineage build'"
-            )
+        _check_table(version, table)
         files = (list(scope.new_files) if scope is not None and table == t.TOPIC_SNAPSHOTS
                  else table_files(version, table))
         schema = t.arrow_schema_of(t.TABLE_DDL[table])

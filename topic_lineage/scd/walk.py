@@ -30,7 +30,6 @@ row on random histories; the build tests that a build by the walk equals the set
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -53,19 +52,9 @@ RUN_COLUMNS = tuple(t.ddl_columns(t.SNAPSHOT_RUNS_DDL))
 def walk_limit() -> int:
     """Bytes of stored snapshot files up to which a build derives by the walk
     (``$TOPIC_LINEAGE_WALK_MB``, default 64; 0: never, always the set-based derivation)."""
-    text = os.environ.get(WALK_ENV)
-    try:
-        megabytes = DEFAULT_WALK_MB if text is None else float(text)
-    except ValueError:
-        megabytes = -1.0
-    if megabytes < 0:
-        from topic_lineage.errors import TopicLineageError
+    from topic_lineage.fsutil import size_setting
 
-        raise TopicLineageError(
-            f"invalid ${WALK_ENV} {text!r}: give a size in MiB (e.g. 64), 0 to always use the "
-            f"set-based derivation"
-        )
-    return int(megabytes * 1024 * 1024)
+    return size_setting(WALK_ENV, DEFAULT_WALK_MB, "always use the set-based derivation")
 
 
 def walks(store_bytes: int) -> bool:
