@@ -1,9 +1,11 @@
 """The executable form of the contract's rules R1-R6: a plain-Python reference of the SCD build.
 
 A sequential fold over each cluster's snapshots in ``captured_at`` order, no Spark. It exists to
-be read (this is what the rules mean, one snapshot at a time) and to be compared with
-:mod:`topic_lineage.scd.incarnations`, which computes the same rows with set operations; the property
-tests (``tests/test_scd_properties.py``) check that both agree row for row on random histories.
+be read (this is what the rules mean, one snapshot at a time) and to be compared with the two
+derivations the builds use: :mod:`topic_lineage.scd.incarnations`, which computes the same rows
+with set operations in Spark, and :mod:`topic_lineage.scd.walk`, the same fold kept linear; the
+property tests (``tests/test_scd_properties.py``, ``tests/test_scd_walk.py``) check that each
+agrees with this one row for row on random histories.
 It is far too slow for real data: use it on test-sized histories only.
 
 Per cluster, for each snapshot S in time order (the same snapshot given twice counts once):
