@@ -1,7 +1,9 @@
 """Each SCD rule (contract R1-R6) as a small explicit input and the exact expected rows.
 
 The transforms under test are topic_lineage.scd.incarnations (pure DataFrame -> DataFrame); inputs are
-store-shaped rows built from Snapshot objects, exactly what the build reads from the store.
+store-shaped rows built from Snapshot objects, exactly what the build reads from the store. The
+walk (topic_lineage.scd.walk) is held to the same rows by its property tests against the
+reference (tests/test_scd_walk.py).
 """
 
 from __future__ import annotations
@@ -22,12 +24,23 @@ from scd_support import (
     version,
 )
 
+from topic_lineage import spark as tl_spark
 from topic_lineage import tables as t
 from topic_lineage.scd.incarnations import HoldPolicy
 
 pytestmark = pytest.mark.spark
 
 X, Y, Z = tid(1), tid(2), tid(3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tiny_input_settings(spark):
+    """The settings a build of a few observations runs the set-based derivation with
+    (topic_lineage.spark.sized_for: interpreted, no adaptive execution, 2 partitions): about a
+    quarter off this module's time. The property tests keep Spark's compiled path under random
+    histories, and tests/test_cycle_path.py shows both give the same tables."""
+    with tl_spark.sized_for(spark, 0):
+        yield
 
 
 def incarnations(spark, snapshots, policy=None):
