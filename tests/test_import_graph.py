@@ -5,7 +5,6 @@ together), and find the strongly connected components of that graph. The package
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,8 +19,38 @@ def modules() -> dict[str, Path]:
     return found
 
 
+# Parsed in a process of its own: in CPython 3.11 ast.parse's recursion depth check is not per
+# thread, so a parse racing another thread's (a background import still running from an earlier
+# test in this worker) can fail with "AST constructor recursion depth mismatch" (seen once in CI).
+_PARSE = """
+import ast, json, sys
+trees = {}
+for path in json.load(sys.stdin):
+    nodes = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Import):
+            nodes.append(["import", None, 0, [a.name for a in node.names]])
+        elif isinstance(node, ast.ImportFrom):
+            nodes.append(["from", node.module, node.level, [a.name for a in node.names]])
+    trees[path] = nodes
+json.dump(trees, sys.stdout)
+"""
+
+
+def import_statements(paths: list[Path]) -> dict[str, list]:
+    """Every import statement of each file: [kind, module, level, names]."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PARSE], input=json.dumps([str(p) for p in paths]),
+                          capture_output=True, text=True, check=True, timeout=120)
+    return json.loads(done.stdout)
+
+
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
+    statements = import_statements(list(mods.values()))
 
     def resolve(name: str) -> str | None:
         while name and name not in mods:
@@ -31,19 +60,17 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in mods}
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        for kind, module, level, names in statements[str(path)]:
+            if kind == "import":
+                targets = names
+            else:
+                base = module or ""
+                if level:
+                    parts = package.split(".")[: len(package.split(".")) - level + 1]
                     base = ".".join([*parts, base] if base else parts)
                 # `from pkg import submodule` depends on the submodule, not on pkg's __init__
-                submodules = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
-                targets = submodules if len(submodules) == len(node.names) else [base, *submodules]
-            else:
-                continue
+                submodules = [f"{base}.{name}" for name in names if f"{base}.{name}" in mods]
+                targets = submodules if len(submodules) == len(names) else [base, *submodules]
             for target in targets:
                 resolved = resolve(target)
                 if resolved is not None and resolved != name:
