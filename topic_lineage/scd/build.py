@@ -97,16 +97,20 @@ def _read_store(spark, relatives: list[str]):
     )
 
 
-def _read_store_arrow(relatives: list[str]):
-    """The store rows of these snapshot files as one Arrow table (read on the driver: the walk's
-    input, small by definition)."""
+def _read_arrow(paths, schema):
+    """Parquet files as one Arrow table of ``schema`` (read on the driver: the walk's inputs,
+    small by definition)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    root, schema = t.snapshots_dir(), t.arrow_store_schema()
-    if not relatives:
+    if not paths:
         return schema.empty_table()
-    return pa.concat_tables([pq.read_table(root / r, schema=schema) for r in relatives])
+    return pa.concat_tables([pq.read_table(p, columns=schema.names).cast(schema) for p in paths])
+
+
+def _read_store_arrow(relatives: list[str]):
+    """The store rows of these snapshot files."""
+    return _read_arrow([t.snapshots_dir() / r for r in relatives], t.arrow_store_schema())
 
 
 def _frame_of(spark, table, ddl: str):
@@ -483,15 +487,9 @@ def _store_rows(spark, table, relatives: list[str], files: dict[str, int]):
 
 
 def _read_version_arrow(version: str, table: str):
-    """A table of a built version as Arrow, with the DDL's schema (read on the driver)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = t.arrow_schema_of(t.TABLE_DDL[table])
-    parts = sorted(wh.version_path(version, table).glob("*.parquet"))
-    if not parts:
-        return schema.empty_table()
-    return pa.concat_tables([pq.read_table(p, columns=schema.names).cast(schema) for p in parts])
+    """A table of a built version, with the DDL's schema."""
+    return _read_arrow(sorted(wh.version_path(version, table).glob("*.parquet")),
+                       t.arrow_schema_of(t.TABLE_DDL[table]))
 
 
 def _files_for(df, mode: str) -> int | None:

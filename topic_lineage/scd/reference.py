@@ -84,11 +84,13 @@ class _Incarnation:
         return self.gap is None or self.gap.end() is None
 
 
-def _key(cluster_id: str, *parts: str) -> str:
+def incarnation_key(cluster_id: str, *parts: str) -> str:
+    """Rule 6's key: sha256 of the cluster and the parts joined by \\x1f, first 32 hex digits."""
     return hashlib.sha256("\x1f".join((cluster_id, *parts)).encode()).hexdigest()[:32]
 
 
-def _stamp(at: datetime) -> str:
+def key_stamp(at: datetime) -> str:
+    """``first_seen`` as an ID-less incarnation's key spells it (UTC, microseconds)."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
@@ -198,9 +200,9 @@ class _Cluster:
                     reappeared = True
         if inc is None:
             if topic.topic_id is not None:
-                key = _key(self.cluster_id, "id", topic.topic_id)
+                key = incarnation_key(self.cluster_id, "id", topic.topic_id)
             else:
-                key = _key(self.cluster_id, "name", topic.name, _stamp(now))
+                key = incarnation_key(self.cluster_id, "name", topic.name, key_stamp(now))
             inc = _Incarnation(key=key, topic_id=topic.topic_id, first_seen=now)
             self.incarnations.append(inc)
         if topic.topic_id is not None:

@@ -29,12 +29,12 @@ row on random histories; the build tests that a build by the walk equals the set
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from topic_lineage import tables as t
 from topic_lineage.scd.hold import HoldPolicy
+from topic_lineage.scd.reference import incarnation_key, key_stamp
 
 WALK, SET_BASED = "walk", "set-based"
 """A version manifest's ``derivation``: by this walk, or by topic_lineage.scd.incarnations."""
@@ -105,14 +105,6 @@ class _Life:
     def open_gap(self) -> None:
         self.in_gap, self.first_complete, self.first_complete_held = True, None, False
         self.confirmed, self.displaced_at = False, None
-
-
-def _key(cluster_id: str, *parts: str) -> str:
-    return hashlib.sha256("\x1f".join((cluster_id, *parts)).encode()).hexdigest()[:32]
-
-
-def _stamp(micros: int) -> str:
-    return (_EPOCH + timedelta(microseconds=micros)).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
 # --- one cluster ----------------------------------------------------------------------------------
@@ -213,8 +205,9 @@ class _Cluster:
                 else:
                     reappeared = True
         if life is None:
-            key = (_key(self.cluster_id, "id", topic_id) if topic_id is not None
-                   else _key(self.cluster_id, "name", name, _stamp(now)))
+            key = (incarnation_key(self.cluster_id, "id", topic_id) if topic_id is not None
+                   else incarnation_key(self.cluster_id, "name", name,
+                                        key_stamp(_EPOCH + timedelta(microseconds=now))))
             life = _Life(key=key, topic_id=topic_id, first_seen=now)
             self.lives.append(life)
         if life.topic_id is None and life.last_name is not None:
