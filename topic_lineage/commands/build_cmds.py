@@ -83,9 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from topic_lineage.commands.quality_cmds import gate_options
-    from topic_lineage.local.spark_server import pipeline_session
-    from topic_lineage.pipeline import import_gate_in_background, run_build
-    from topic_lineage.scd.build import hold_policy
+    from topic_lineage.noop import hold_thresholds
+    from topic_lineage.scd.hold import HoldPolicy
 
     if args.no_validate and not args.no_publish:  # before Spark starts
         raise wh.PublishRefused(
@@ -94,7 +93,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             "'topic-lineage publish V')"
         )
     options = gate_options(args)
-    policy = hold_policy(args.hold_ratio, args.hold_min)
+    policy = HoldPolicy(*hold_thresholds(args.hold_ratio, args.hold_min))
     if not args.full_refresh:  # no-op runs: decided without a JVM (topic_lineage/noop.py)
         from topic_lineage import noop
 
@@ -102,15 +101,19 @@ def cmd_build(args: argparse.Namespace) -> int:
         if decision.noop:
             print(decision)
             return 0
-    if not args.no_validate:
-        import_gate_in_background()  # while the JVM starts and the build runs
     # The deployment's Spark Connect server when it runs (no JVM start), unless --master. A JVM
     # started for a small store's build lives for that build only: quick JIT (topic_lineage.spark).
+    # It starts in a thread: the imports below, and a small store's walk, run meanwhile.
+    from topic_lineage.local.spark_server import StartingSession
     from topic_lineage.spark import quick_jit_for_store
 
-    spark, _ = pipeline_session("topic-lineage-build", master=args.master,
-                                quick_jit=quick_jit_for_store())
+    spark = StartingSession("topic-lineage-build", master=args.master,
+                            quick_jit=quick_jit_for_store())
     try:
+        from topic_lineage.pipeline import import_gate_in_background, run_build
+
+        if not args.no_validate:
+            import_gate_in_background()  # while the JVM starts and the build runs
         result = run_build(
             spark, version_id=args.version_id, full_refresh=args.full_refresh,
             publish=not args.no_publish, validate=not args.no_validate, gate_options=options,

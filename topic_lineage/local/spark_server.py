@@ -231,3 +231,41 @@ class LazySession:
     def __exit__(self, *exc) -> None:
         if self.remote:
             self.spark.stop()
+
+
+class StartingSession:
+    """A :func:`pipeline_session` started in a thread of its own, so that the caller goes on
+    while a JVM starts (4-6 s): a small build lists, reads and walks its store meanwhile, which
+    needs no Spark (issue #24). Calling it waits for the session and returns it (a failed start
+    raises there); :meth:`ready` says whether that would wait. :meth:`stop` waits for the start
+    and ends the session (a Connect session is only released on the server)."""
+
+    def __init__(self, app_name: str, master: str | None = None, *, quick_jit: bool = False):
+        import threading
+        from concurrent.futures import Future
+
+        import pyspark.sql  # noqa: F401 - here, so that no module is imported in two threads at once
+
+        self._started: Future = Future()
+
+        def start() -> None:
+            try:
+                self._started.set_result(pipeline_session(app_name, master, quick_jit=quick_jit))
+            except BaseException as exc:  # noqa: BLE001 - raised to the caller by __call__
+                self._started.set_exception(exc)
+
+        threading.Thread(target=start, name="spark-start", daemon=True).start()
+
+    def ready(self) -> bool:
+        return self._started.done()
+
+    def __call__(self):
+        return self._started.result()[0]
+
+    @property
+    def remote(self) -> str | None:
+        return self._started.result()[1]
+
+    def stop(self) -> None:
+        if self._started.exception() is None:
+            self().stop()

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import functions as F
 
@@ -189,12 +190,13 @@ def build_version(
                       base)
 
 
-def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base: str | None) -> VersionInfo:
+def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, base: str | None) -> VersionInfo:
+    """``session``: a SparkSession, or a :class:`~topic_lineage.local.spark_server.StartingSession`
+    whose JVM may still be starting (the walk's inputs are read and walked meanwhile)."""
     started = time.monotonic()
     out = wh.version_dir(version)
     if out.exists():
         raise wh.WarehouseError(f"version {version!r} already exists at {out}; pick another id")
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
     files, listing = _stored_files()
     # A small store is derived by the walk (topic_lineage.scd.walk): whole clusters, in Python;
@@ -241,15 +243,21 @@ def _build(spark, version: str, full_refresh: bool, policy: inc.HoldPolicy, base
     # while the derivation runs. On a small build Spark's time goes to planning each job on the
     # driver more than to running it, so the two overlap well (issue #24). Leaving the block
     # waits for that write, also when the build fails.
+    derived_clusters = None if manifest is None or not by_walk else incremental | late
+    walked = None
+    if by_walk:
+        log.info("%s build of %s by the walk%s", "full" if manifest is None else "incremental",
+                 version, f": {why_full}" if manifest is None
+                 else f" of {len(derived_clusters)} cluster(s) with new or late snapshots")
+        if not getattr(session, "ready", lambda: True)():  # the JVM starts: walk meanwhile
+            walked = _walk(files, new_files, derived_clusters, policy, base)
+    spark = session() if callable(session) else session
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     with sized_for(spark, input_bytes) as small_input, \
             ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots") as background:
         if by_walk:
-            derived_clusters = None if manifest is None else incremental | late
-            log.info("%s build of %s by the walk%s", "full" if manifest is None else "incremental",
-                     version, f": {why_full}" if manifest is None
-                     else f" of {len(derived_clusters)} cluster(s) with new or late snapshots")
             runs, incarnations, observations = _walk_build(
-                spark, background, files, new_files, derived_clusters, policy, base, out)
+                spark, background, files, new_files, derived_clusters, policy, base, out, walked)
             state, derived, mode = None, None, "full" if manifest is None else "incremental"
         elif manifest is None:
             log.info("full build of %s: %s", version, why_full)
@@ -434,8 +442,54 @@ def _add_observations(spark, base: str, out: Path, new_files: list[str], new_row
 
 
 # --- the walk's build (a small store) --------------------------------------------------------------
+@dataclass
+class _Walked:
+    """What the walk's build reads and derives without Spark (Arrow tables)."""
+
+    store: Any  # store rows of the derived clusters
+    new: Any  # store rows of the new snapshots
+    derived: tuple | None = None  # (snapshot_runs, topic_incarnations), set by derive()
+
+    def derive(self, policy: inc.HoldPolicy, clusters: set[str] | None, base: str | None):
+        """Walk the store rows; ``clusters``: the other clusters' rows are the base's."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        runs, incarnations = walk.derive(self.store, policy)
+        if clusters is not None:
+            def kept(table: str, columns):
+                rows = _read_version_arrow(base, table)
+                other = pc.invert(pc.is_in(rows.column(t.CLUSTER_ID),
+                                           value_set=pa.array(sorted(clusters), pa.string())))
+                return rows.filter(other).select(list(columns))
+
+            runs = pa.concat_tables([kept(t.SNAPSHOT_RUNS, walk.RUN_COLUMNS), runs])
+            incarnations = pa.concat_tables([kept(t.TOPIC_INCARNATIONS, walk.INCARNATION_COLUMNS),
+                                             incarnations])
+        self.derived = runs, incarnations
+        return self
+
+
+def _walk_inputs(files: dict[str, int], new_files: list[str], clusters: set[str] | None) -> _Walked:
+    """The store rows a walk's build reads: every snapshot of ``clusters`` (None: all)."""
+    import pyarrow as pa
+
+    new = set(new_files)
+    old_files = sorted(r for r in files if r not in new
+                       and (clusters is None or _file_key(r)[0] in clusters))
+    new_table = _read_store_arrow(new_files)
+    return _Walked(pa.concat_tables([_read_store_arrow(old_files), new_table]), new_table)
+
+
+def _walk(files: dict[str, int], new_files: list[str], clusters: set[str] | None,
+          policy: inc.HoldPolicy, base: str | None) -> _Walked:
+    """Read and walk, all before Spark is needed."""
+    return _walk_inputs(files, new_files, clusters).derive(policy, clusters, base)
+
+
 def _walk_build(spark, background, files: dict[str, int], new_files: list[str],
-                clusters: set[str] | None, policy: inc.HoldPolicy, base: str | None, out: Path):
+                clusters: set[str] | None, policy: inc.HoldPolicy, base: str | None, out: Path,
+                walked: _Walked | None = None):
     """``(snapshot_runs, topic_incarnations, observations written)`` of a build by the walk.
 
     ``clusters``: those with new or late snapshots, derived again from all their stored
@@ -444,34 +498,21 @@ def _walk_build(spark, background, files: dict[str, int], new_files: list[str],
     Spark read costs more (a listing, a scan job, the reader's first use in a new JVM) than the
     data. Only ``topic_snapshots`` of a store or new snapshots larger than the quick JIT's size
     are read by Spark's reader (the driver would otherwise ship them all to the JVM).
+    ``walked``: read and walked already (while the JVM started); else the observations are
+    written in the background while the store is walked here.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    inputs = walked or _walk_inputs(files, new_files, clusters)
 
-    new = set(new_files)
-    old_files = sorted(r for r in files if r not in new
-                       and (clusters is None or _file_key(r)[0] in clusters))
-    new_table = _read_store_arrow(new_files)
-    store_table = pa.concat_tables([_read_store_arrow(old_files), new_table])
     def write_observations() -> None:  # in the background thread, from its first step
         if clusters is None:
-            rows = _store_rows(spark, store_table, sorted(files), files)
+            rows = _store_rows(spark, inputs.store, sorted(files), files)
             _write(inc.topic_snapshots(rows), out / t.TOPIC_SNAPSHOTS)
         else:
             _add_observations(spark, base, out, new_files,
-                              _store_rows(spark, new_table, new_files, files))
+                              _store_rows(spark, inputs.new, new_files, files))
 
     observations = background.submit(write_observations)
-    runs, incarnations = walk.derive(store_table, policy)
-    if clusters is not None:  # the other clusters' rows are the base's
-        def kept(table: str, columns):
-            rows = _read_version_arrow(base, table)
-            other = pc.invert(pc.is_in(rows.column(t.CLUSTER_ID), value_set=pa.array(sorted(clusters), pa.string())))
-            return rows.filter(other).select(list(columns))
-
-        runs = pa.concat_tables([kept(t.SNAPSHOT_RUNS, walk.RUN_COLUMNS), runs])
-        incarnations = pa.concat_tables([kept(t.TOPIC_INCARNATIONS, walk.INCARNATION_COLUMNS),
-                                         incarnations])
+    runs, incarnations = (walked or inputs.derive(policy, clusters, base)).derived
     return (_frame_of(spark, runs, t.SNAPSHOT_RUNS_DDL),
             inc.select_ddl(inc.with_topic_uuid(spark.createDataFrame(incarnations)),
                            t.TOPIC_INCARNATIONS_DDL),
