@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,9 @@ def test_build_validate_publish_on_the_server_equals_a_local_build(tl_home, monk
     try:
         full = run([str(SCRIPT), "build", "--full-refresh"], no_java)
         assert "quality gate PASSED" in full.stdout and "published" in full.stdout, full.stdout
+        # the deployment's warm Python ran it (topic_lineage.local.warm), as a child of its own
+        warm_log = (tl_home / "logs" / "warm.out").read_text()
+        assert "topic-lineage build --full-refresh" in warm_log, warm_log
         # one new snapshot per cluster: the Airflow task bodies build them incrementally
         history.store_rounds(5, 6, only_cluster=0)
         history.store_rounds(6, 7, only_cluster=1)
@@ -138,6 +142,10 @@ def test_build_validate_publish_on_the_server_equals_a_local_build(tl_home, monk
     finally:
         assert spark_server.stop()
     assert not pid_alive(state["pid"])
+    deadline = time.monotonic() + 30  # the warm process ends with the server
+    while pid_alive(state["warm"]["pid"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
     published = wh.current_version()
     manifest = wh.read_manifest(published)
     assert manifest["mode"] == "incremental" and manifest["gate"]["passed"]

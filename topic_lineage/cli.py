@@ -63,11 +63,18 @@ def run() -> None:
     exit runs what must run at exit (the ``atexit`` handlers: logging, PySpark's gateway, the
     Spark Connect client), flushes the output and ends the process without that teardown.
     Every command waits for its own threads before it returns.
+
+    ``build`` and ``validate`` run in the deployment's warm process when it takes them
+    (:mod:`topic_lineage.local.warm`): the same :func:`main`, with modules loaded already.
     """
     import atexit
     import os
 
-    code = main()
+    from topic_lineage.local import warm
+
+    code = warm.run(sys.argv[1:])  # in the deployment's warm process, when one takes it
+    if code is None:
+        code = main()
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -41,7 +41,9 @@ class SparkServerError(TopicLineageError):
 
 
 def _state_path() -> Path:
-    return t.home() / "spark-connect.json"
+    from topic_lineage.local.warm import STATE_FILE
+
+    return t.home() / STATE_FILE
 
 
 def _spark_submit() -> str:
@@ -124,11 +126,14 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    state = {"pid": proc.pid, "port": port, "log": str(log_path)}
+    from topic_lineage.local import warm
+
+    state = {"pid": proc.pid, "port": port, "log": str(log_path), "warm": warm.start(logs)}
     _state_path().write_text(json.dumps(state))
     deadline = time.monotonic() + wait_s
     while wait_s > 0:
         if _answers(port):
+            warm.wait(state["warm"], deadline)  # until then, commands run in their own processes
             return state
         if proc.poll() is not None:
             _state_path().unlink(missing_ok=True)
@@ -147,6 +152,9 @@ def stop(timeout_s: float = 30) -> bool:
     _state_path().unlink(missing_ok=True)
     if not state:
         return False
+    from topic_lineage.local import warm
+
+    warm.stop(state.get("warm"))
     pid = int(state["pid"])
     for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5)):
         try:
