@@ -120,6 +120,7 @@ def _tables(spark, version: str) -> dict[str, list]:
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # 60-90 s: builds of several histories both ways
 def test_small_input_settings_give_the_same_tables(spark, tmp_path, monkeypatch):
     """A full build, then an incremental one with a late snapshot and a new one, each in a home
     of its own: with the settings for tiny input (the default for this size: small-input

@@ -275,6 +275,7 @@ def _history():
     ]
 
 
+@pytest.mark.slow  # 60-110 s: one `airflow dags test` per date, twice
 def test_backfill_in_reverse_order_publishes_the_same_tables_as_one_run(
     build_env, tl_home, tmp_path, monkeypatch
 ):

@@ -43,6 +43,7 @@ def query(home: Path, sql: str) -> list[dict]:
     return json.loads(cli(home, "query", "--format", "json", sql))
 
 
+@pytest.mark.slow  # about a minute: captures and builds through the CLI, one JVM per build
 def test_a_position_carried_across_a_recreation_is_attributed_and_reported(broker, tmp_path):
     home = tmp_path / "home"
     snapshot = ("snapshot", "--cluster", "live", "--bootstrap-servers", broker.bootstrap_servers,

@@ -63,6 +63,7 @@ def reference_lineage(snapshots, policy=None):
     return _rows(offsets, t.GROUP_OFFSETS_DDL), _rows(per_incarnation, t.GROUP_INCARNATIONS_DDL)
 
 
+@pytest.mark.slow  # about a minute: every explicit history through the compiled Spark plan
 def test_every_explicit_history_equals_the_reference(spark):
     """One Spark derivation over all explicit histories, each on a cluster of its own."""
     history = []
