@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from topic_lineage import tables as t
@@ -126,3 +127,153 @@ def reference_tables(snapshots, policy=None):
     kwargs = {} if policy is None else {"ratio": policy.ratio, "min_count": policy.min_count}
     runs, incarnations = reference.derive(snapshots, **kwargs)
     return run_rows(runs), incarnation_groups(incarnations)
+
+
+# --- many examples, one derivation ------------------------------------------------------------
+# Each test of tests/test_scd_rules.py and tests/test_scd_examples.py used to run a derivation of
+# its own: dozens of Spark jobs for a handful of rows (issue #24, goal 4: about 2 min for the
+# rules alone, 6 under a loaded CI). The derivation partitions every window, join and count by
+# cluster, so a module's examples derive together, each on clusters of its own, and each test
+# then checks its own example's rows.
+@dataclass(frozen=True)
+class Example:
+    """One registered input: snapshots and the hold policy to derive them with."""
+
+    index: int
+    snapshots: tuple
+    policy: object  # topic_lineage.scd.hold.HoldPolicy
+
+
+@dataclass(frozen=True)
+class Table:
+    """One derived table's rows for one example (cluster IDs and keys mapped back) with the
+    derived frame's schema; see :func:`assert_table_equal`."""
+
+    schema: object  # pyspark.sql.types.StructType
+    rows: tuple
+
+    def collect(self) -> list:
+        return list(self.rows)
+
+    def select(self, *columns: str) -> Table:
+        from pyspark.sql import Row
+        from pyspark.sql.types import StructType
+
+        return Table(StructType([self.schema[c] for c in columns]),
+                     tuple(Row(**{c: row[c] for c in columns}) for row in self.rows))
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What :func:`derive` gives for one example, collected."""
+
+    snapshot_runs: Table
+    topic_incarnations: Table
+
+
+def assert_table_equal(actual: Table, expected) -> None:
+    """What ``assertDataFrameEqual(actual_frame, expected_frame)`` checks: column names and types
+    (nullability ignored, its default), then the rows in any order. ``expected``: a DataFrame or
+    a Table."""
+    from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
+
+    __tracebackhide__ = True
+    assertSchemaEqual(actual.schema, expected.schema)
+    assertDataFrameEqual(actual.collect(), expected.collect())
+
+
+class Examples:
+    """A test module's inputs, registered at import (:meth:`add`) and derived on first use, as
+    few derivations as possible: one per hold policy and per whether the example holds a
+    snapshot. The second split keeps each example on the path its own derivation takes
+    (incarnations.derive reuses pass 1's rows when nothing in its input is held); whether one
+    holds is the reference's answer (topic_lineage.scd.reference), which only chooses the batch:
+    every assertion is on the Spark rows.
+
+    Each snapshot's cluster ID becomes ``<cluster>-ex<index>`` for the derivation, so examples
+    (and the clusters within one) stay apart; the rows come back with the original cluster ID,
+    and an ``incarnation_key`` equal to :func:`key_for_id` / :func:`key_for_name` of the
+    derivation's cluster and a row's ID / name and first sighting becomes the same key of the
+    original cluster. Any other key is left as it came, so a wrong key still fails."""
+
+    def __init__(self):
+        self._examples: list[Example] = []
+        self._tables: dict[int, Tables] = {}
+        self._holds: dict[int, bool] = {}
+
+    def add(self, snapshots, policy=None) -> Example:
+        from topic_lineage.scd.hold import HoldPolicy
+
+        example = Example(len(self._examples), tuple(snapshots), policy or HoldPolicy())
+        self._examples.append(example)
+        return example
+
+    def on(self, spark) -> _Derived:
+        """The examples' tables, each derived (with its batch) when first asked for."""
+        return _Derived(self, spark)
+
+    def _batch_key(self, example: Example):
+        if example.index not in self._holds:
+            from topic_lineage.scd import reference
+
+            runs, _ = reference.derive(example.snapshots, ratio=example.policy.ratio,
+                                       min_count=example.policy.min_count)
+            self._holds[example.index] = any(run[t.HELD] for run in runs)
+        return example.policy, self._holds[example.index]
+
+    def tables(self, spark, example: Example) -> Tables:
+        if example.index not in self._tables:
+            key = self._batch_key(example)
+            self._derive(spark, [e for e in self._examples
+                                 if e.index not in self._tables and self._batch_key(e) == key])
+        return self._tables[example.index]
+
+    def _derive(self, spark, batch: list[Example]) -> None:
+        from dataclasses import replace
+
+        from pyspark.sql import Row
+
+        origin: dict[str, tuple[int, str]] = {}  # derivation's cluster -> (example, cluster)
+        snapshots = []
+        for example in batch:
+            for s in example.snapshots:
+                cluster = f"{s.cluster_id}-ex{example.index}"
+                origin[cluster] = (example.index, s.cluster_id)
+                snapshots.append(replace(s, cluster_id=cluster))
+        derived = derive(spark, snapshots, batch[0].policy)
+        try:
+            runs = derived.snapshot_runs.collect()
+            incarnations = derived.topic_incarnations.collect()
+            runs_schema, incarnations_schema = derived.snapshot_runs.schema, derived.topic_incarnations.schema
+        finally:
+            derived.unpersist()
+
+        def back(row, **changes) -> Row:
+            return Row(**{**row.asDict(), t.CLUSTER_ID: origin[row[t.CLUSTER_ID]][1], **changes})
+
+        keys: dict[str, str] = {}  # a key of the derivation's cluster -> the original one
+        for row in incarnations:
+            cluster, original = row[t.CLUSTER_ID], origin[row[t.CLUSTER_ID]][1]
+            if row[t.TOPIC_ID] is not None:
+                keys[key_for_id(row[t.TOPIC_ID], cluster)] = key_for_id(row[t.TOPIC_ID], original)
+            name, first_seen = row[t.TOPIC_NAME], row[t.FIRST_SEEN_AT]
+            keys[key_for_name(name, first_seen, cluster)] = key_for_name(name, first_seen, original)
+        by_example: dict[int, tuple[list, list]] = {e.index: ([], []) for e in batch}
+        for row in runs:
+            by_example[origin[row[t.CLUSTER_ID]][0]][0].append(back(row))
+        for row in incarnations:
+            key = row[t.INCARNATION_KEY]
+            by_example[origin[row[t.CLUSTER_ID]][0]][1].append(
+                back(row, **{t.INCARNATION_KEY: keys.get(key, key)}))
+        for index, (example_runs, example_incarnations) in by_example.items():
+            self._tables[index] = Tables(Table(runs_schema, tuple(example_runs)),
+                                         Table(incarnations_schema, tuple(example_incarnations)))
+
+
+@dataclass(frozen=True)
+class _Derived:
+    examples: Examples
+    spark: object
+
+    def __getitem__(self, example: Example) -> Tables:
+        return self.examples.tables(self.spark, example)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 from scd_support import (
+    Examples,
     at,
-    derive,
     incarnation_groups,
     key_for_id,
     reference_tables,
@@ -27,28 +27,41 @@ pytestmark = pytest.mark.spark
 
 SIX = "abcdef"
 
+# Every test's input, registered here and derived together (scd_support.Examples): one Spark
+# derivation per hold policy instead of one per test (issue #24, goal 4).
+EXAMPLES = Examples()
 
-def assert_spark_equals_reference(spark, snapshots, policy=None):
+
+@pytest.fixture(scope="module")
+def derived(spark):
+    """This module's examples, each batch derived once, when a test first asks for one of it."""
+    return EXAMPLES.on(spark)
+
+
+def assert_spark_equals_reference(derived, example):
     """Full refresh rows equal the reference's, incarnation_key compared as a grouping."""
-    derived = derive(spark, snapshots, policy)
-    runs, groups = reference_tables(snapshots, policy)
-    assert run_rows(derived.snapshot_runs.collect()) == runs
-    assert incarnation_groups(derived.topic_incarnations.collect()) == groups
+    tables = derived[example]
+    runs, groups = reference_tables(example.snapshots, example.policy)
+    assert run_rows(tables.snapshot_runs.collect()) == runs
+    assert incarnation_groups(tables.topic_incarnations.collect()) == groups
     return groups
 
 
-def test_describe_error_after_a_held_snapshot_is_the_same_topic(spark):
+_IDS = {name: tid(20 + i) for i, name in enumerate(SIX)}
+DESCRIBE_ERROR_AFTER_HOLD = EXAMPLES.add([
+    snap(1, *[topic(n, _IDS[n]) for n in SIX]),
+    snap(2, topic("f", _IDS["f"])),  # a broken listing: 5 of 6 would close -> held
+    snap(3, topic("a", error="TOPIC_AUTHORIZATION_FAILED"), complete=False),
+    snap(4, *[topic(n, _IDS[n]) for n in SIX]),
+])
+
+
+def test_describe_error_after_a_held_snapshot_is_the_same_topic(derived):
     """Issue #12's reproduction: a held snapshot establishes nothing by itself, so an ID-less
     describe error after it is still the topic last seen with an ID (R2): six live incarnations,
     nothing deleted, no `reappeared`."""
-    ids = {name: tid(20 + i) for i, name in enumerate(SIX)}
-    history = [
-        snap(1, *[topic(n, ids[n]) for n in SIX]),
-        snap(2, topic("f", ids["f"])),  # a broken listing: 5 of 6 would close -> held
-        snap(3, topic("a", error="TOPIC_AUTHORIZATION_FAILED"), complete=False),
-        snap(4, *[topic(n, ids[n]) for n in SIX]),
-    ]
-    groups = assert_spark_equals_reference(spark, history)
+    ids = _IDS
+    groups = assert_spark_equals_reference(derived, DESCRIBE_ERROR_AFTER_HOLD)
     seen_a = {"first_seen": at(1), "last_seen": at(4)}
     expected_a = version(key_for_id(ids["a"]), "a", ids["a"], 1, "created", at(1), None, **seen_a)
     assert len(groups) == 6
@@ -69,51 +82,63 @@ def _mass_deletion(n: int, live: int, closing: int):
     return cluster, [snap(0, *topics, cluster=cluster), snap(1, *topics[closing:], cluster=cluster)]
 
 
-def _held_by_case(spark, cases, policy):
+def _boundaries(cases, policy):
+    """One example of all the cases, and the case of each of its clusters."""
     clusters, history = {}, []
     for n, (live, closing) in enumerate(cases):
         cluster, snapshots = _mass_deletion(n, live, closing)
         clusters[cluster] = (live, closing)
         history += snapshots
-    derived = derive(spark, history, policy)
-    runs, _ = reference_tables(history, policy)
-    assert run_rows(derived.snapshot_runs.collect()) == runs  # the reference agrees
+    return EXAMPLES.add(history, policy), clusters
+
+
+def _held_by_case(derived, boundaries):
+    example, clusters = boundaries
+    runs, _ = reference_tables(example.snapshots, example.policy)
+    assert run_rows(derived[example].snapshot_runs.collect()) == runs  # the reference agrees
     return {clusters[r[0]]: r[-1] for r in runs if r[2] == at(1)}
 
 
-def test_hold_boundaries_default_thresholds(spark):
+DEFAULT_BOUNDARIES = _boundaries([(10, 5), (10, 6), (4, 4), (5, 5), (9, 5)], HoldPolicy())
+
+
+def test_hold_boundaries_default_thresholds(derived):
     """R3 with ratio 0.5 and min 5: more than half AND at least 5. Exactly half is not held
     (`>` not `>=`), one more is; 4 of 4 is below the minimum, 5 of 5 (exactly the minimum) is
     held ("at least 5")."""
-    held = _held_by_case(spark, [(10, 5), (10, 6), (4, 4), (5, 5), (9, 5)], HoldPolicy())
+    held = _held_by_case(derived, DEFAULT_BOUNDARIES)
     assert held == {(10, 5): False, (10, 6): True, (4, 4): False, (5, 5): True, (9, 5): True}
 
 
-def test_hold_thresholds_are_configurable(spark):
+CONFIGURED_BOUNDARIES = _boundaries([(8, 2), (8, 3), (2, 2), (1, 1), (10, 5)], HoldPolicy(0.25, 2))
+
+
+def test_hold_thresholds_are_configurable(derived):
     """The same shapes with ratio 0.25 and min 2: a quarter is not held, one more is; 2 of 2 is."""
-    held = _held_by_case(spark, [(8, 2), (8, 3), (2, 2), (1, 1), (10, 5)], HoldPolicy(0.25, 2))
+    held = _held_by_case(derived, CONFIGURED_BOUNDARIES)
     assert held == {(8, 2): False, (8, 3): True, (2, 2): True, (1, 1): False, (10, 5): True}
 
 
 # --- found by the property tests ------------------------------------------------------------
-def test_shared_id_is_resolved_by_name_order(spark):
+X, Y, W = tid(1), tid(2), tid(3)
+SHARED_ID = EXAMPLES.add([
+    snap(0, topic("b", X), topic("d", Y), topic("e", W)),
+    snap(1, topic("b", error="TOPIC_AUTHORIZATION_FAILED"),
+         topic("d", error="TOPIC_AUTHORIZATION_FAILED"), topic("e", W)),
+    snap(2, topic("b", X), topic("d", X), topic("e", W)),
+    snap(3),  # an empty complete listing: held
+    snap(4, topic("b", X), topic("d", X), topic("e", W)),
+    snap(5, topic("b", X)),
+    snap(6, topic("b", X), topic("d", Y), topic("e", W)),
+], HoldPolicy(0.5, 2))
+
+
+def test_shared_id_is_resolved_by_name_order(derived):
     """Found by test_full_refresh_equals_the_reference: two names carrying one ID in one snapshot
     (`b` and `d` both with X) made the Spark windows (ordered by time only) pick an arbitrary
     row, and the hold count of a later snapshot differed run to run. Decided: the first name in
     name order is the ID's observation (`b`); `d`'s own incarnation Y is then lacking from those
     snapshots like any absent topic. Equal to the reference, so deterministic."""
-    X, Y, W = tid(1), tid(2), tid(3)
-    history = [
-        snap(0, topic("b", X), topic("d", Y), topic("e", W)),
-        snap(1, topic("b", error="TOPIC_AUTHORIZATION_FAILED"),
-             topic("d", error="TOPIC_AUTHORIZATION_FAILED"), topic("e", W)),
-        snap(2, topic("b", X), topic("d", X), topic("e", W)),
-        snap(3),  # an empty complete listing: held
-        snap(4, topic("b", X), topic("d", X), topic("e", W)),
-        snap(5, topic("b", X)),
-        snap(6, topic("b", X), topic("d", Y), topic("e", W)),
-    ]
-    policy = HoldPolicy(0.5, 2)
-    groups = assert_spark_equals_reference(spark, history, policy)
+    groups = assert_spark_equals_reference(derived, SHARED_ID)
     x_versions = next(g for g in groups if g[0][2] == X)
     assert [(v[3], v[5]) for v in x_versions] == [("b", "created")]
