@@ -120,6 +120,9 @@ def run_build(
     return BuildResult(info.version, info, gate, outcome)
 
 
+IMPORT_SWITCH_INTERVAL_S = 0.0001
+
+
 def import_gate_in_background() -> None:
     """Import Great Expectations in a thread while Spark starts and the build runs, so that the
     gate finds its modules loaded: the import takes 4-6 s, a fifth of a small build's wall time
@@ -127,7 +130,13 @@ def import_gate_in_background() -> None:
 
     The modules the build imports too (pandas, pyarrow, pyspark.sql) are imported here first,
     in the calling thread, so the two threads never import the same module at the same time;
-    what is left to the thread is Great Expectations' own modules and ours."""
+    what is left to the thread is Great Expectations' own modules and ours.
+
+    While the thread imports, the interpreter switches threads every 0.1 ms instead of 5 ms:
+    the build's thread makes thousands of short calls into the JVM (py4j, a socket round trip
+    each) and waited up to a switch interval for the GIL after each, behind the import's pure
+    Python (issue #24: an incremental build of a small store 11.7 s -> 11.0 s on 2 cores)."""
+    import sys
     import threading
 
     import pandas  # noqa: F401
@@ -145,6 +154,11 @@ def import_gate_in_background() -> None:
             from topic_lineage.quality import custom_expectations  # noqa: F401
         except Exception:  # the gate imports it again and reports the error
             logging.getLogger(__name__).debug("background import of GX failed", exc_info=True)
+        finally:
+            sys.setswitchinterval(switch)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(IMPORT_SWITCH_INTERVAL_S)
 
     threading.Thread(target=load, name="import-great-expectations", daemon=True).start()
 
