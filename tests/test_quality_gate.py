@@ -277,3 +277,28 @@ def test_the_gate_keeps_the_newest_runs_and_their_results(tl_home, monkeypatch):
     with pytest.raises(TopicLineageError, match="TOPIC_LINEAGE_QUALITY_KEEP_RUNS"):
         gate_run("v-4")
     assert [r["version"] for r in overview.read_records()] == ["v-2", "v-3"]  # nothing written
+
+
+def test_an_expectation_whose_metric_raises_is_reported_as_not_evaluated():
+    """GX keeps a metric's exception under the metric's id, not in the result's own
+    exception_info: the gate still says the expectation could not be evaluated, and why."""
+    import great_expectations as gx
+    import pandas as pd
+
+    from topic_lineage.quality import gate
+
+    context = gx.get_context(mode="ephemeral")
+    batch = (context.data_sources.add_pandas("frames").add_dataframe_asset("rows")
+             .add_batch_definition_whole_dataframe("all")
+             .get_batch(batch_parameters={"dataframe": pd.DataFrame({"topic_id": ["a"]})}))
+    suite = gx.ExpectationSuite("raises", expectations=[
+        gx.expectations.ExpectColumnValuesToNotBeNull(column="topic_id"),
+        gx.expectations.ExpectColumnValuesToNotBeNull(column="no_such_column"),
+    ])
+    outcomes = gate._outcomes("topic_snapshots", batch.validate(suite), sample_rows=5)
+    [passed] = [o for o in outcomes if o.success]  # GX's order of results is its own
+    [raised] = [o for o in outcomes if not o.success]
+    assert "could not be evaluated" not in passed.description
+    assert not raised.success and raised.unexpected_count is None and raised.rows == []
+    assert "could not be evaluated:" in raised.description
+    assert "no_such_column" in raised.description, raised.description

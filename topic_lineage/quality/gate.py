@@ -607,15 +607,24 @@ def _outcomes(table: str, suite_result, sample_rows: int) -> list[Outcome]:
         # custom expectations carry their description as a class default, not in the config
         description = config.description or (config.to_domain_obj().description or "")
         severity = _severity(config)
-        info = evaluated.exception_info or {}
-        if info.get("raised_exception"):
-            message = info.get("exception_message") or "raised an exception"
+        message = _raised(evaluated.exception_info or {})
+        if message is not None:
             description = f"{description} (could not be evaluated: {message})"
             outcomes.append(Outcome(table, name, description, False, None, [], severity))
             continue
         rows, count = ([], None) if evaluated.success else _offending_rows(evaluated.result or {}, sample_rows)
         outcomes.append(Outcome(table, name, description, bool(evaluated.success), count, rows, severity))
     return outcomes
+
+
+def _raised(info: dict) -> str | None:
+    """The message of the exception an expectation raised, else ``None``. GX keeps it in the
+    result's ``exception_info``, or, when one of its metrics raised (a missing column, a query
+    that fails), under that metric's id there."""
+    for found in (info, *(v for v in info.values() if isinstance(v, dict))):
+        if found.get("raised_exception"):
+            return found.get("exception_message") or "raised an exception"
+    return None
 
 
 def _severity(config) -> str:
