@@ -38,7 +38,7 @@ def hold_thresholds(ratio: float | None = None, min_count: int | None = None) ->
     the defaults (:mod:`topic_lineage.scd.hold`).
 
     Read here, without pyspark, so that the no-op decision of an Airflow run imports no Spark;
-    the build (``topic_lineage.scd.build.hold_policy``) reads them through this function too.
+    the build (``hold_policy`` below) reads them through this function too.
     """
     import os
 
@@ -63,6 +63,15 @@ def _build_code_files() -> list[Path]:
     jobs = Path(next(iter(spec.submodule_search_locations))) if spec else None
     files = sorted(jobs.glob("*.py")) if jobs else []
     return files + [here / "tables.py", here / "topic_id.py", *sorted((here / "scd").glob("*.py"))]
+
+
+def hold_policy(ratio: float | None = None, min_count: int | None = None):
+    """The :class:`~topic_lineage.scd.hold.HoldPolicy` of :func:`hold_thresholds` (no pyspark:
+    the CLI decides it before it starts a JVM; the build imports it from here too)."""
+    from topic_lineage.scd.hold import HoldPolicy
+
+    ratio, min_count = hold_thresholds(ratio, min_count)
+    return HoldPolicy(ratio=ratio, min_count=min_count)
 
 
 def code_digest() -> str:

@@ -83,8 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from topic_lineage.commands.quality_cmds import gate_options
-    from topic_lineage.noop import hold_thresholds
-    from topic_lineage.scd.hold import HoldPolicy
+    from topic_lineage.noop import hold_policy
 
     if args.no_validate and not args.no_publish:  # before Spark starts
         raise wh.PublishRefused(
@@ -93,7 +92,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             "'topic-lineage publish V')"
         )
     options = gate_options(args)
-    policy = HoldPolicy(*hold_thresholds(args.hold_ratio, args.hold_min))
+    policy = hold_policy(args.hold_ratio, args.hold_min)
     if not args.full_refresh:  # no-op runs: decided without a JVM (topic_lineage/noop.py)
         from topic_lineage import noop
 

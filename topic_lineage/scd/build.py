@@ -42,14 +42,9 @@ from topic_lineage.spark import sized_for
 
 log = logging.getLogger("topic_lineage.build")
 
+hold_policy = noop.hold_policy  # the R3 thresholds of a build (callers import it from here)
 HOLD_RATIO_ENV = noop.HOLD_RATIO_ENV
 HOLD_MIN_ENV = noop.HOLD_MIN_ENV
-
-
-def hold_policy(ratio: float | None = None, min_count: int | None = None) -> inc.HoldPolicy:
-    """R3 thresholds from arguments, else ``$TOPIC_LINEAGE_HOLD_RATIO`` / ``_HOLD_MIN``."""
-    ratio, min_count = noop.hold_thresholds(ratio, min_count)
-    return inc.HoldPolicy(ratio=ratio, min_count=min_count)
 
 
 @dataclass
@@ -238,11 +233,6 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
         input_bytes = sum(files[r] for r in {*read_files, *new_files}) + files_bytes(
             *(wh.version_path(base, x) for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, wh.STATE_TABLE))
         )
-    # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
-    # ``topic_snapshots`` does not depend on the derivation: it is written in a thread of its own
-    # while the derivation runs. On a small build Spark's time goes to planning each job on the
-    # driver more than to running it, so the two overlap well (issue #24). Leaving the block
-    # waits for that write, also when the build fails.
     derived_clusters = None if manifest is None or not by_walk else incremental | late
     walked = None
     if by_walk:
@@ -253,6 +243,11 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
             walked = _walk(files, new_files, derived_clusters, policy, base)
     spark = session() if callable(session) else session
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
+    # ``topic_snapshots`` does not depend on the derivation: it is written in a thread of its own
+    # while the derivation runs. On a small build Spark's time goes to planning each job on the
+    # driver more than to running it, so the two overlap well (issue #24). Leaving the block
+    # waits for that write, also when the build fails.
     with sized_for(spark, input_bytes) as small_input, \
             ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots") as background:
         if by_walk:
