@@ -18,12 +18,15 @@ command -v java >/dev/null 2>&1 || {
 
 stamp=.venv/.installed
 want=$(cat pyproject.toml requirements.lock | sha256sum | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/topic-lineage ]; then
-  exit 0
+if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/topic-lineage ]; }; then
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check uv
+  .venv/bin/python -m uv pip install --quiet --python .venv/bin/python -c requirements.lock -e '.[dev,local]'
+  echo "$want" > "$stamp"
+  echo "installed topic-lineage into $(pwd)/.venv"
 fi
-
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check uv
-.venv/bin/python -m uv pip install --quiet --python .venv/bin/python -c requirements.lock -e '.[dev,local]'
-echo "$want" > "$stamp"
-echo "installed topic-lineage into $(pwd)/.venv"
+# The archive of Spark's classes for this JDK and these jars (topic_lineage/local/jvm_archive.py):
+# every Spark driver then starts in about half the time. About a minute, once per install; a
+# failure only costs that speed, so it warns and goes on.
+.venv/bin/python -m topic_lineage.local.jvm_archive \
+  || echo "warning: no JVM archive of Spark's classes; Spark starts without it" >&2

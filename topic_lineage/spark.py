@@ -69,6 +69,16 @@ def _tiny(input_bytes: int, limit: int) -> bool:
 CALL_SITE_CONF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 
 
+def driver_java_options(*, quick_jit: bool = False) -> str:
+    """The driver JVM's options: UTC, :data:`QUICK_JIT_OPTION` when asked, and this
+    installation's archive of Spark's classes when it has one
+    (:mod:`topic_lineage.local.jvm_archive`: the JVM starts in about half the time)."""
+    from topic_lineage.local import jvm_archive
+
+    options = ["-Duser.timezone=UTC", QUICK_JIT_OPTION if quick_jit else "", jvm_archive.java_options()]
+    return " ".join(option for option in options if option)
+
+
 def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None,
               *, quick_jit: bool = False):
     """A SparkSession with UTC time, no UI, and partition-type inference off.
@@ -97,8 +107,7 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
         .config("spark.sql.shuffle.partitions", os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY))
-        .config("spark.driver.extraJavaOptions",
-                "-Duser.timezone=UTC" + (f" {QUICK_JIT_OPTION}" if quick_jit else ""))
+        .config("spark.driver.extraJavaOptions", driver_java_options(quick_jit=quick_jit))
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
     for key, value in {**STATUS_RETENTION, **CALL_SITE_CONF, **(conf or {})}.items():

@@ -27,7 +27,7 @@ from pathlib import Path
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import pid_alive
-from topic_lineage.spark import STATUS_RETENTION
+from topic_lineage.spark import STATUS_RETENTION, driver_java_options
 
 REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
 PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
@@ -113,7 +113,7 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
         "spark.ui.enabled": "false",
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
         "spark.sql.shuffle.partitions": os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"),
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": driver_java_options(),  # UTC; the class archive
         **STATUS_RETENTION,  # a server lives for days: keep its heap for data
     }
     command = [_spark_submit(), "--class", SERVER_CLASS, "--master",
