@@ -35,6 +35,7 @@ from pathlib import Path
 from topic_lineage.errors import TopicLineageError
 
 ARCHIVE_ENV = "TOPIC_LINEAGE_JVM_ARCHIVE"
+MODULE = "topic_lineage.local.jvm_archive"  # run as a script too (install.sh): not __name__
 OFF = "off"
 
 
@@ -144,14 +145,15 @@ def _workload(dump_to: str) -> None:
     store.save_all([parse_snapshot(record) for record in WORKLOAD[:-1]], "import:jsonl")
     spark = get_spark("topic-lineage-jvm-archive", conf={
         "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -XX:ArchiveClassesAtExit={dump_to}"})
-    run_build(spark, full_refresh=True)  # the walk, the gate, publish
+    only_build = {"validate": False, "publish": False}  # a small version's gate runs no Spark
+    run_build(spark, full_refresh=True, **only_build)  # the walk
     store.save_all([parse_snapshot(WORKLOAD[-1])], "import:jsonl")
-    run_build(spark)  # incremental
+    run_build(spark, **only_build)  # incremental
     os.environ[walk.WALK_ENV] = "0"
-    run_build(spark, full_refresh=True, validate=False, publish=False)  # set-based, generated code
+    run_build(spark, full_refresh=True, **only_build)  # set-based, generated code
     for key, value in INTERPRETED_CONF.items():
         spark.conf.set(key, value)
-    run_build(spark, full_refresh=True, validate=False, publish=False)  # set-based, interpreted
+    run_build(spark, full_refresh=True, **only_build)  # set-based, interpreted
     spark.sql("SELECT count(*) FROM parquet.`{}`".format(
         next(Path(os.environ["TOPIC_LINEAGE_HOME"]).rglob("*.parquet")))).collect()
     gateway = spark.sparkContext._gateway
@@ -196,7 +198,7 @@ def make(*, force: bool = False, out=print, quiet_when_present: bool = False) ->
             for step in ("workload", "check"):
                 with log.open("ab") as sink:
                     done = subprocess.run(
-                        [sys.executable, "-m", __name__, f"--{step}", str(candidate)],
+                        [sys.executable, "-m", MODULE, f"--{step}", str(candidate)],
                         env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                         check=False)
                 if done.returncode != 0 or not candidate.is_file():
@@ -216,7 +218,7 @@ def make(*, force: bool = False, out=print, quiet_when_present: bool = False) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
     parser.add_argument("--workload", metavar="DUMP_TO")
     parser.add_argument("--check", metavar="ARCHIVE")
     args = parser.parse_args(argv)
