@@ -136,6 +136,15 @@ def test_options(home, tmp_path, monkeypatch):
     assert hook._connection["master"] == "local[3]"
     assert hook._connection["rest_endpoint"] is None
     assert not hook._is_yarn and not hook._is_kubernetes
+    # a driver that runs elsewhere gets no JVM options naming this machine's files ...
+    assert "spark.driver.extraJavaOptions" not in hook._conf
+    # ... one that runs here starts as the CLI's driver does (the class archive, the quick JIT)
+    from topic_lineage.spark import QUICK_JIT_OPTION, driver_java_options
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({
+        "conn_type": "spark", "host": "spark://nowhere:7077"}))
+    options = build._get_hook()._conf["spark.driver.extraJavaOptions"]
+    assert options == driver_java_options(quick_jit=True) and QUICK_JIT_OPTION in options
 
 
 def test_kafka_conn_id_is_the_default_clusters_connection(home, monkeypatch):

@@ -68,6 +68,9 @@ class BuildVersionOperator(SparkSubmitOperator):
         """The provider's hook; with the option ``spark_master``, submitting to that master
         instead of the connection's host.
 
+        A driver that runs in this process's machine (not ``deploy-mode cluster``) gets the JVM
+        options the CLI's driver gets, unless ``conf`` sets ``spark.driver.extraJavaOptions``.
+
         The Spark provider (6.3.4) has no public parameter for the master: its hook resolves it
         from the connection in ``__init__`` and derives the fields below from it, so they are
         set again here. The standalone REST endpoint (cluster deploy mode) was derived from the
@@ -81,6 +84,14 @@ class BuildVersionOperator(SparkSubmitOperator):
             hook._is_yarn = "yarn" in master
             hook._is_yarn_cluster_mode = hook._is_yarn and hook._connection["deploy_mode"] == "cluster"
             hook._is_kubernetes = "k8s" in master
+        if hook._connection["deploy_mode"] != "cluster" and "spark.driver.extraJavaOptions" not in hook._conf:
+            # The driver runs here: it starts as the CLI's does (topic_lineage.spark), with this
+            # installation's archive of Spark's classes and, for a small store, the quick JIT.
+            # A --conf is the only way in, its JVM is started before build.py runs.
+            from topic_lineage.spark import driver_java_options, quick_jit_for_store
+
+            hook._conf = {**hook._conf, "spark.driver.extraJavaOptions":
+                          driver_java_options(quick_jit=quick_jit_for_store())}
         return hook
 
     def execute(self, context: Any) -> None:
