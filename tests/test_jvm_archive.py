@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from topic_lineage.local import jvm_archive
+from topic_lineage.local import jvm_archive, jvm_archive_steps
 
 CLI = [sys.executable, "-c", "import sys; from topic_lineage import cli; sys.exit(cli.run())"]
 
@@ -26,7 +26,7 @@ def test_the_install_made_the_archive_and_a_cli_build_loads_spark_from_it(tmp_pa
         "scripts/install.sh makes the archive (python -m topic_lineage.local.jvm_archive)")
     assert installed.parent == Path(sys.prefix) / "var" / "topic-lineage"
     home, history = tmp_path / "home", tmp_path / "history.jsonl"
-    history.write_text("".join(json.dumps(record) + "\n" for record in jvm_archive.WORKLOAD))
+    history.write_text("".join(json.dumps(record) + "\n" for record in jvm_archive_steps.WORKLOAD))
     subprocess.run(CLI + ["import", str(history)],
                    env=_env(TOPIC_LINEAGE_HOME=str(home)), check=True, capture_output=True)
     # every JVM of the build logs where each class came from (%p: one file per process)
