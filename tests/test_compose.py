@@ -319,6 +319,10 @@ def test_the_image_installs_the_wheel_as_users_do():
     assert "--constraint /home/airflow/requirements.lock" in install
     assert f"{dist}/topic_lineage-*.whl" in install
     assert "--editable" not in text and " -e " not in text
+    # then the archive of Spark's classes, for the image's JDK and jars, where user airflow writes
+    assert image.index("RUN topic-lineage jvm-archive") > image.index("RUN pip install")
+    archive_dir = re.search(r"^ENV TOPIC_LINEAGE_JVM_ARCHIVE=(\S+)$", image, flags=re.MULTILINE).group(1)
+    assert archive_dir.startswith("/home/airflow/")
     assert "expectations" not in text and "GX_CONTEXT" not in text
     compose = COMPOSE_FILE.read_text()
     assert "TOPIC_LINEAGE_GX_CONTEXT" not in compose

@@ -87,3 +87,14 @@ def test_the_command_leaves_an_existing_archive_alone():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"JVM archive: {installed} (exists)"
     assert installed.stat().st_mtime_ns == before
+
+
+def test_a_directory_it_cannot_write_is_named_with_what_to_do(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    done = subprocess.run(CLI + ["jvm-archive"], capture_output=True, text=True, check=False,
+                          env=_env(**{jvm_archive.ARCHIVE_ENV: str(blocked / "archives")}))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"topic-lineage jvm-archive: error: cannot write the archive in {blocked / 'archives'} "
+        f"(Not a directory); set ${jvm_archive.ARCHIVE_ENV} to a directory this user can write")

@@ -118,7 +118,13 @@ def make(*, force: bool = False, out=print, quiet_when_present: bool = False) ->
             out(f"JVM archive: {target} (exists)")
         return target
     out("making the archive of Spark's classes for this JDK and these jars (about a minute)")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=target.parent)  # noqa: SIM115 -- a probe only
+        probe.close()
+    except OSError as exc:
+        raise JvmArchiveError(f"cannot write the archive in {target.parent} ({exc.strerror}); set "
+                              f"${ARCHIVE_ENV} to a directory this user can write") from None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="jvm-archive-") as scratch:
         candidate = target.parent / f".{target.name}.{os.getpid()}.tmp"
