@@ -49,7 +49,7 @@ def archive_dir() -> Path | None:
     setting = os.environ.get(ARCHIVE_ENV, "").strip()
     if setting.lower() == OFF:
         return None
-    return Path(setting).expanduser() if setting else Path(sys.prefix) / "var" / "topic-lineage"
+    return Path(setting).expanduser().resolve() if setting else Path(sys.prefix) / "var" / "topic-lineage"
 
 
 def spark_home() -> Path | None:
@@ -98,9 +98,10 @@ def archive_path() -> Path | None:
 
 
 def java_options() -> str:
-    """The JVM options that use this installation's archive, or ``""`` when there is none."""
+    """The JVM options that use this installation's archive, or ``""`` when there is none (or
+    its path has white space, which Spark's option strings split on)."""
     path = archive_path()
-    if path is None or not path.is_file():
+    if path is None or not path.is_file() or any(c.isspace() for c in str(path)):
         return ""
     return f"-XX:SharedArchiveFile={path} -Xshare:auto"
 
