@@ -325,7 +325,6 @@ def _query_spark(args: argparse.Namespace) -> str:
         spark.stop()
 
 
-
 def cmd_jvm_archive(args: argparse.Namespace) -> int:
     from topic_lineage.local import jvm_archive
 
