@@ -50,11 +50,11 @@ def _workload(dump_to: str) -> None:
     from topic_lineage.pipeline import run_build
     from topic_lineage.scd import walk
     from topic_lineage.snapshot import parse_snapshot
-    from topic_lineage.spark import INTERPRETED_CONF, get_spark
+    from topic_lineage.spark import INTERPRETED_CONF, driver_java_options, get_spark
 
     store.save_all([parse_snapshot(record) for record in WORKLOAD[:-1]], "import:jsonl")
-    spark = get_spark("topic-lineage-jvm-archive", conf={
-        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -XX:ArchiveClassesAtExit={dump_to}"})
+    spark = get_spark("topic-lineage-jvm-archive", conf={  # (archives are off in this process)
+        "spark.driver.extraJavaOptions": f"{driver_java_options()} -XX:ArchiveClassesAtExit={dump_to}"})
     only_build = {"validate": False, "publish": False}  # a small version's gate runs no Spark
     run_build(spark, full_refresh=True, **only_build)  # the walk
     store.save_all([parse_snapshot(WORKLOAD[-1])], "import:jsonl")
@@ -76,11 +76,11 @@ def _workload(dump_to: str) -> None:
 
 def _check(candidate: Path) -> None:
     """Start a driver JVM that must map ``candidate`` (``-Xshare:on`` fails otherwise) and run a job."""
-    from topic_lineage.spark import get_spark
+    from topic_lineage.spark import driver_java_options, get_spark
 
     spark = get_spark("topic-lineage-jvm-archive-check", conf={
-        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -XX:SharedArchiveFile={candidate} "
-                                         "-Xshare:on"})
+        "spark.driver.extraJavaOptions":
+            f"{driver_java_options()} -XX:SharedArchiveFile={candidate} -Xshare:on"})
     if spark.range(3).count() != 3:
         raise SystemExit("the check job gave a wrong count")
     spark.stop()
