@@ -392,3 +392,19 @@ def test_clusters_are_isolated(spark, derived):
     schema = ("cluster_id STRING, cluster_alias STRING, topic_name STRING, incarnation_key STRING, "
               "deleted_at TIMESTAMP, is_current BOOLEAN")
     assert_table_equal(actual, spark.createDataFrame(expected, schema))
+
+
+def test_derive_keeps_its_frames_until_released_and_then_frees_them(spark):
+    """derive() materializes its intermediate frames as local checkpoints; unpersist() frees
+    their blocks (``DataFrame.unpersist`` alone would not), so a long-lived session or server
+    does not keep every build's intermediate rows."""
+    from scd_support import derive
+
+    jsc = spark.sparkContext._jsc.sc()
+    before = jsc.getPersistentRDDs().size()
+    derived = derive(spark, [snap(0, topic("orders", X)), snap(1, topic("orders", Y))])
+    assert jsc.getPersistentRDDs().size() > before
+    rows = derived.topic_incarnations.collect()
+    derived.unpersist()
+    assert jsc.getPersistentRDDs().size() == before
+    assert sorted(r[t.TOPIC_ID] for r in rows) == sorted([X, Y])

@@ -258,8 +258,7 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
             log.info("full build of %s: %s", version, why_full)
             store_rows = _read_store(spark, sorted(files))
             observations = background.submit(_write, inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
-            derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy,
-                                   checkpoint=bool(small_input))
+            derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy)
             runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
             mode = "full"
         else:
@@ -278,8 +277,7 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
             new_runs = inc.snapshot_runs_input(store_rows)
             old_runs = base_runs.filter(in_incremental).withColumn(t.AUTHORITATIVE, F.lit(None).cast("boolean"))
             all_runs = old_runs.select(*t.ddl_columns(inc.RUNS_IN_DDL)).unionByName(new_runs)
-            derived = inc.derive(store_rows, all_runs, base_state.filter(in_incremental), policy,
-                                   checkpoint=bool(small_input))
+            derived = inc.derive(store_rows, all_runs, base_state.filter(in_incremental), policy)
             runs = base_runs.filter(~(in_incremental | in_late)).unionByName(derived.snapshot_runs)
             incarnations = inc.merge_incarnations(base_inc.filter(~in_late), derived.topic_incarnations)
             state = base_state.filter(~(in_incremental | in_late)).unionByName(derived.state)
