@@ -273,10 +273,11 @@ def derive(
     derivation again. Planning is what a small build pays for (an incremental build over the
     10 M-observation benchmark history, warm session: 19-20 s with ``persist``, 7-8 s with
     this), and a large one gains too (issue #24: a full refresh of 10 M observations,
-    115-117 s with ``persist``, 95-97 s with this, peak 2.5 -> 2.3 GiB). Each is computed once,
-    when made, and kept in executor memory (spilled to disk) until :meth:`Derived.unpersist`.
-    The price: a checkpoint has no lineage, so an executor lost mid-build fails the build
-    (nothing is published; a retry builds again) instead of recomputing its part.
+    115-117 s with ``persist``, 95-97 s with this, peak 2.5 -> 2.3 GiB; 100 M: 701 s -> 606 s,
+    the same peak). Each is computed once, when made, and kept in executor memory (spilled to
+    disk) until :meth:`Derived.unpersist`. The price: a checkpoint has no lineage, so an
+    executor lost mid-build fails the build (nothing is published; a retry builds again)
+    instead of recomputing its part.
     """
     policy = policy or HoldPolicy()
     if state is None:
@@ -285,7 +286,7 @@ def derive(
     def keep(frame: DataFrame) -> DataFrame:
         return frame.localCheckpoint(eager=True)
 
-    # Persisted: a few rows per snapshot, read by every output (else the store is rescanned).
+    # Kept: a few rows per snapshot, read by every output (else the store is rescanned).
     ranked = keep(_snapshot_positions(runs))
     positions = ranked.select(t.CLUSTER_ID, t.CAPTURED_AT, *_POSITIONS)
     completes = ranked.filter(F.col(t.COMPLETE)).select(
@@ -299,7 +300,7 @@ def derive(
         return frame.join(F.broadcast(positions), on=[t.CLUSTER_ID, t.CAPTURED_AT], how="inner")
 
     # New observations shrink to the ends of their runs before anything else; seeds join them.
-    # Persisted: both passes below read them.
+    # Kept: both passes below read them.
     new = _collapse_runs(positioned(_new_observations(store_rows)))
     seeds = positioned(_seed_observations(state))
     observed = keep(new.unionByName(seeds, allowMissingColumns=True).select(*_OBSERVED))
