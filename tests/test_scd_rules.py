@@ -19,6 +19,7 @@ from scd_support import (
     Examples,
     assert_table_equal,
     at,
+    derive,
     expected_frame,
     key_for_id,
     key_for_name,
@@ -398,8 +399,6 @@ def test_derive_keeps_its_frames_until_released_and_then_frees_them(spark):
     """derive() materializes its intermediate frames as local checkpoints; unpersist() frees
     their blocks (``DataFrame.unpersist`` alone would not), so a long-lived session or server
     does not keep every build's intermediate rows."""
-    from scd_support import derive
-
     jsc = spark.sparkContext._jsc.sc()
     before = jsc.getPersistentRDDs().size()
     derived = derive(spark, [snap(0, topic("orders", X)), snap(1, topic("orders", Y))])

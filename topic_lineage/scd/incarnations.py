@@ -99,14 +99,14 @@ class Derived:
     snapshot_runs: DataFrame
     topic_incarnations: DataFrame  # version rows of every incarnation derive() saw
     state: DataFrame  # the seed rows for the next incremental build
-    cached: tuple = ()
+    kept: tuple = ()  # the intermediate frames (local checkpoints) unpersist() releases
 
     def unpersist(self) -> None:
         """Release the intermediate frames derive() keeps (call after writing the outputs).
 
         They are local checkpoints: a classic session frees their blocks now. On Spark Connect
         the server frees them when this process drops the frames (and the JVM collects them)."""
-        for frame in self.cached:
+        for frame in self.kept:
             release_checkpoint(frame)
 
 
@@ -338,7 +338,7 @@ def derive(
         snapshot_runs=select_ddl(runs_out, t.SNAPSHOT_RUNS_DDL),
         topic_incarnations=_incarnation_rows(rows),
         state=_next_state(rows, name_only_seeds),
-        cached=(ranked, observed, provisional, runs_out, gapped, rows),
+        kept=(ranked, observed, provisional, runs_out, gapped, rows),
     )
 
 
