@@ -65,12 +65,17 @@ def test_full_refresh_equals_the_reference(spark, ingested):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("derivation", [walk.SET_BASED, walk.WALK])
 @settings(max_examples=INCREMENTAL_EXAMPLES)
 @given(histories(), st.integers(2, 4), st.randoms(use_true_random=False))
-def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingested, batches, order):
+def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, derivation, ingested,
+                                                batches, order):
     """R5: ingested in random batches in random order, an incremental build after each, the
-    published tables equal the reference fold."""
-    with built_incrementally(spark, tmp_path_factory, ingested, batches, order) as read:
+    published tables equal the reference fold; by the set-based derivation (continuing from the
+    base's ``_state``) and by the walk (continuing the base's saved walks, or walking a cluster
+    with a late snapshot again)."""
+    with built_incrementally(spark, tmp_path_factory, ingested, batches, order,
+                             derivation=derivation) as read:
         _assert_equal(read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), ingested)
 
 
@@ -78,8 +83,7 @@ def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingeste
 def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order, *,
                         derivation: str = walk.SET_BASED):
     """Store ``ingested`` in ``batches`` random batches in a new home, an incremental build (and
-    a publish) after each, by ``derivation`` (here the set-based one's seeds: the walk has its
-    own property tests, test_scd_walk.py; the group tests build by the walk); yields
+    a publish) after each, by ``derivation``; yields
     ``read(table) -> rows`` of the last version."""
     from topic_lineage import store
     from topic_lineage import warehouse as wh

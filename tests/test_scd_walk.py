@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scd_histories import POLICY, cluster_history, histories
-from scd_support import incarnation_groups, reference_tables, run_rows, snap, tid, topic
+from scd_support import CLUSTER, incarnation_groups, reference_tables, run_rows, snap, tid, topic
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
@@ -159,13 +159,45 @@ def test_an_id_less_name_seen_again_counts_as_shown_again_for_the_hold():
 
 @settings(max_examples=max(20, _EXAMPLES // 5), deadline=None,
           suppress_health_check=list(HealthCheck), print_blob=True)
-@given(histories(), st.sampled_from([1, 2, 3, 7, 20]))
-def test_chunks_of_any_size_give_the_same_rows(ingested, chunk_rows):
-    """The walk turns Arrow rows into Python values a chunk of whole snapshots at a time; the
-    rows do not depend on where the chunks end (a snapshot larger than a chunk is one chunk)."""
-    default = walk._CHUNK_ROWS
-    walk._CHUNK_ROWS = chunk_rows
-    try:
-        assert walked(ingested) == reference_tables(ingested, POLICY)
-    finally:
-        walk._CHUNK_ROWS = default
+@given(histories(), st.randoms(use_true_random=False))
+def test_a_walk_saved_and_continued_equals_one_walk(ingested, order):
+    """R5 for the walk's incremental builds: each cluster walked in batches of its snapshots
+    (time order), its state saved (``dumps``) and loaded again between two batches, gives the
+    rows of the reference over the whole history; so do the rows read at each stop (``tables``
+    changes nothing)."""
+    unique = sorted({(s.cluster_id, s.captured_at): s for s in ingested}.values(),
+                    key=lambda s: (s.cluster_id, s.captured_at))
+    walks = {}
+    for head, topics in walk.snapshots_of(store_rows(unique)):
+        cluster_id = head[t.CLUSTER_ID]
+        state = walks.get(cluster_id) or walk.ClusterWalk(cluster_id, POLICY)
+        if order.random() < 0.4:
+            state.tables()
+            state = walk.ClusterWalk.loads(state.dumps(), cluster_id, POLICY)
+        state.snapshot(head, topics)
+        walks[cluster_id] = state
+    runs, incarnations = walk.concat(walks.values())
+    assert (run_rows(runs.to_pylist()), incarnation_groups(incarnations.to_pylist())) == \
+        reference_tables(ingested, POLICY)
+
+
+def test_a_saved_walk_is_only_loaded_for_its_cluster_and_hold_policy():
+    """A state of another cluster or other hold thresholds, or a damaged one, is no state: the
+    build walks that cluster's history again."""
+    state = walk.ClusterWalk(CLUSTER, POLICY)
+    for head, topics in walk.snapshots_of(store_rows([snap(0, topic("a", tid(1)))])):
+        state.snapshot(head, topics)
+    data = state.dumps()
+    assert walk.ClusterWalk.loads(data, CLUSTER, POLICY).tables()[1].num_rows == 1
+    assert walk.ClusterWalk.loads(data, "b3RoZXIAAAAAAAAAAAAAAA", POLICY) is None
+    assert walk.ClusterWalk.loads(data, CLUSTER, HoldPolicy(0.9, 3)) is None
+    assert walk.ClusterWalk.loads(data[:-20], CLUSTER, POLICY) is None
+
+
+def test_a_snapshot_out_of_time_order_is_refused():
+    state = walk.ClusterWalk(CLUSTER, POLICY)
+    (first, topics_1), (second, topics_2) = walk.snapshots_of(
+        store_rows([snap(0, topic("a", tid(1))), snap(1, topic("a", tid(1)))]))
+    state.snapshot(second, topics_2)
+    with pytest.raises(ValueError, match="time order"):
+        state.snapshot(first, topics_1)

@@ -151,3 +151,25 @@ def test_is_canonical_rejects_the_librdkafka_form_when_it_differs(raw):
     standard = base64.b64encode(raw).decode().rstrip("=")
     assert tid.is_canonical(standard) == (standard == kafka_to_string(raw))
     assert not tid.is_canonical(str(uuid.UUID(bytes=raw)))
+
+
+@settings(max_examples=200, deadline=None)  # the first call imports pyarrow
+@given(st.lists(st.one_of(st.none(), ids), max_size=30), st.integers(0, 5))
+def test_rfc4122_array_is_rfc4122_of_each_value(raws, skip):
+    """The vectorised form a build writes ``topic_uuid`` with equals :func:`rfc4122` value for
+    value: nulls stay null, repeated IDs, an array that is a slice of a longer one."""
+    import pyarrow as pa
+
+    values = [None if raw is None else tid.canonical(raw) for raw in raws]
+    array = pa.array([tid.ZERO_UUID] * skip + values + values, pa.string()).slice(skip)
+    want = [None if v is None else tid.rfc4122(v) for v in values + values]
+    assert tid.rfc4122_array(array).to_pylist() == want
+    assert tid.rfc4122_array(pa.chunked_array([array], pa.string())).to_pylist() == want
+
+
+def test_rfc4122_array_of_other_forms_falls_back_to_one_value_at_a_time():
+    import pyarrow as pa
+
+    values = ["b8tRS7h4TJ2Vt43Dp85v2A==", "6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8", None]
+    assert tid.rfc4122_array(pa.array(values)).to_pylist() == [
+        "6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8", "6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8", None]

@@ -26,12 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import functions as F
 
 from topic_lineage import noop
-from topic_lineage import spark as tl_spark
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.faults import fault_point
@@ -234,13 +232,11 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
             *(wh.version_path(base, x) for x in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, wh.STATE_TABLE))
         )
     derived_clusters = None if manifest is None or not by_walk else incremental | late
-    walked = None
-    if by_walk:
+    if by_walk:  # before Spark is needed: the JVM may still be starting
         log.info("%s build of %s by the walk%s", "full" if manifest is None else "incremental",
                  version, f": {why_full}" if manifest is None
                  else f" of {len(derived_clusters)} cluster(s) with new or late snapshots")
-        if not getattr(session, "ready", lambda: True)():  # the JVM starts: walk meanwhile
-            walked = _walk(files, new_files, derived_clusters, policy, base)
+        walked = _walk_version(files, new_files, manifest, derived_clusters, policy, base, out)
     spark = session() if callable(session) else session
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
@@ -250,10 +246,12 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
     # waits for that write, also when the build fails.
     with sized_for(spark, input_bytes) as small_input, \
             ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots") as background:
-        if by_walk:
-            runs, incarnations, observations = _walk_build(
-                spark, background, files, new_files, derived_clusters, policy, base, out, walked)
-            state, derived, mode = None, None, "full" if manifest is None else "incremental"
+        if by_walk:  # the observations are written already
+            runs = _frame_of(spark, walked[0], t.SNAPSHOT_RUNS_DDL)
+            incarnations = inc.select_ddl(inc.with_topic_uuid(spark.createDataFrame(walked[1])),
+                                          t.TOPIC_INCARNATIONS_DDL)
+            observations, state, derived = None, None, None
+            mode = "full" if manifest is None else "incremental"
         elif manifest is None:
             log.info("full build of %s: %s", version, why_full)
             store_rows = _read_store(spark, sorted(files))
@@ -293,7 +291,8 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
         finally:
             if derived is not None:
                 derived.unpersist()
-        observations.result()  # the observations' write: its error is the build's
+        if observations is not None:
+            observations.result()  # the observations' write: its error is the build's
         _write_group_tables(
             spark, out, group_files,
             recompute=None if manifest is None else incremental | late,
@@ -434,90 +433,200 @@ def _add_observations(spark, base: str, out: Path, new_files: list[str], new_row
     shutil.rmtree(out / ".new_topic_snapshots")
 
 
-# --- the walk's build (a small store) --------------------------------------------------------------
-@dataclass
-class _Walked:
-    """What the walk's build reads and derives without Spark (Arrow tables)."""
+# --- the walk's build ------------------------------------------------------------------------------
+_READ_AHEAD = 8
+"""Snapshot files read ahead of the walk (in threads: pyarrow decodes without the GIL)."""
+_OBSERVATION_ROWS = 1_000_000
+"""Observations per ``topic_snapshots`` file a walk's build writes."""
 
-    store: Any  # store rows of the derived clusters
-    new: Any  # store rows of the new snapshots
-    derived: tuple | None = None  # (snapshot_runs, topic_incarnations), set by derive()
 
-    def derive(self, policy: inc.HoldPolicy, clusters: set[str] | None, base: str | None):
-        """Walk the store rows; ``clusters``: the other clusters' rows are the base's."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+def _walk_version(files: dict[str, int], new_files: list[str], manifest: dict | None,
+                  clusters: set[str] | None, policy: inc.HoldPolicy, base: str | None, out: Path):
+    """``(snapshot_runs, topic_incarnations)`` (Arrow) of a build by the walk; writes the
+    version's ``topic_snapshots`` and its walks' states (``_walk_state``) on the way. No Spark:
+    this runs while the JVM starts.
 
-        runs, incarnations = walk.derive(self.store, policy)
-        if clusters is not None:
-            def kept(table: str, columns):
-                rows = _read_version_arrow(base, table)
-                other = pc.invert(pc.is_in(rows.column(t.CLUSTER_ID),
-                                           value_set=pa.array(sorted(clusters), pa.string())))
-                return rows.filter(other).select(list(columns))
+    ``clusters``: those with new or late snapshots (None: a full build, every cluster); the other
+    clusters' rows and states are the base's. A cluster whose new snapshots are all newer than
+    its newest in the base continues the base's saved walk with only them (when the base saved
+    one with this code: ``build_code``); any other derived cluster is walked from its first
+    snapshot. The store is read one snapshot file at a time, so memory is the walks' state,
+    not the store (issue #24, goal 3).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-            runs = pa.concat_tables([kept(t.SNAPSHOT_RUNS, walk.RUN_COLUMNS), runs])
-            incarnations = pa.concat_tables([kept(t.TOPIC_INCARNATIONS, walk.INCARNATION_COLUMNS),
-                                             incarnations])
-        self.derived = runs, incarnations
+    by_cluster: dict[str, list[str]] = {}
+    for relative in sorted(files, key=_file_key):
+        by_cluster.setdefault(_file_key(relative)[0], []).append(relative)
+    new = set(new_files)
+    newest = (manifest or {}).get("cluster_newest", {})
+    same_code = manifest is not None and manifest.get("build_code") == noop.code_digest()
+    states = out / wh.WALK_STATE
+    states.mkdir()
+    walks = []
+    with _ObservationWriter(out / t.TOPIC_SNAPSHOTS) as observations:
+        if manifest is not None:
+            _link_files(wh.version_path(base, t.TOPIC_SNAPSHOTS), out / t.TOPIC_SNAPSHOTS)
+        for cluster_id, relatives in sorted(by_cluster.items()):
+            state_file = _walk_state_file(states, cluster_id)
+            base_state = None if base is None else _walk_state_file(wh.version_dir(base) / wh.WALK_STATE, cluster_id)
+            if clusters is not None and cluster_id not in clusters:
+                if base_state.exists():
+                    _link_file(base_state, state_file)
+                continue
+            walk_ = None
+            if same_code and cluster_id in newest and base_state.exists() and all(
+                    _file_key(r)[1] > newest[cluster_id] for r in relatives if r in new):
+                walk_ = walk.ClusterWalk.loads(base_state.read_bytes(), cluster_id, policy)
+            if walk_ is None:
+                walk_ = walk.ClusterWalk(cluster_id, policy)
+            else:  # the base's walk goes on with the new snapshots
+                relatives = [r for r in relatives if r in new]
+            for relative, rows in _read_ahead(relatives):
+                if relative in new:
+                    observations.add(rows)
+                _walk_file(walk_, relative, rows)
+            state_file.write_bytes(walk_.dumps())
+            walks.append(walk_)
+    runs, incarnations = walk.concat(walks)
+    if clusters is not None:
+        def kept(table: str, columns):
+            rows = _read_version_arrow(base, table)
+            other = pc.invert(pc.is_in(rows.column(t.CLUSTER_ID), value_set=pa.array(sorted(clusters), pa.string())))
+            return rows.filter(other).select(list(columns))
+
+        runs = pa.concat_tables([kept(t.SNAPSHOT_RUNS, walk.RUN_COLUMNS), runs])
+        incarnations = pa.concat_tables([kept(t.TOPIC_INCARNATIONS, walk.INCARNATION_COLUMNS), incarnations])
+    return runs, incarnations
+
+
+def _walk_state_file(directory: Path, cluster_id: str) -> Path:
+    return directory / f"{t.cluster_partition(cluster_id)}.walk"
+
+
+def _link_file(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        import shutil
+
+        shutil.copy2(source, target)
+
+
+def _read_ahead(relatives: list[str]):
+    """``(relative, rows)`` of each snapshot file in order, read :data:`_READ_AHEAD` ahead."""
+    from collections import deque
+
+    root = t.snapshots_dir()
+    with ThreadPoolExecutor(2, thread_name_prefix="build-read") as pool:
+        pending = deque()
+        for relative in relatives:
+            pending.append((relative, pool.submit(_read_snapshot_file, root / relative)))
+            if len(pending) > _READ_AHEAD:
+                relative_, rows = pending.popleft()
+                yield relative_, rows.result()
+        while pending:
+            relative_, rows = pending.popleft()
+            yield relative_, rows.result()
+
+
+def _read_snapshot_file(path: Path):
+    """A stored snapshot file's rows (the store's schema); a damaged file is a clear error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    schema = t.arrow_store_schema()
+    try:
+        return pq.read_table(path, columns=schema.names).cast(schema)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
+
+
+def _walk_file(walk_: walk.ClusterWalk, relative: str, rows) -> None:
+    """Walk the snapshot a store file holds (one, its topics in name order: topic_lineage.store)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    path = t.snapshots_dir() / relative
+    if rows.num_rows == 0:
+        raise CorruptSnapshotFileError(path, "no rows")
+    instants = rows.column(t.CAPTURED_AT)
+    if rows.column(t.CLUSTER_ID).unique().to_pylist() != [walk_.cluster_id] \
+            or pc.count_distinct(instants).as_py() != 1:
+        raise CorruptSnapshotFileError(path, "holds rows of more than one snapshot, or of another cluster")
+    head = rows.slice(0, 1).select(list(walk.SNAPSHOT_COLUMNS)).to_pylist()[0]
+    head[t.CAPTURED_AT] = instants.cast(pa.int64())[0].as_py()
+    topics = rows.select(list(walk.TOPIC_COLUMNS)).filter(pc.is_valid(rows.column(t.TOPIC_NAME)))
+    names = topics.column(t.TOPIC_NAME)
+    if len(names) > 1 and not pc.all(pc.less(names.slice(0, len(names) - 1), names.slice(1))).as_py():
+        topics = topics.sort_by(t.TOPIC_NAME)
+    try:
+        walk_.snapshot(head, topics)
+    except ValueError as exc:
+        raise CorruptSnapshotFileError(path, f"{exc} (its file name gives another time)") from None
+
+
+class _ObservationWriter:
+    """Writes ``topic_snapshots`` from store rows with pyarrow, :data:`_OBSERVATION_ROWS` per
+    file, in a thread (a build's observations are copied, not derived: Spark would only add a
+    job per table; issue #24)."""
+
+    def __init__(self, path: Path):
+        self.path, self.pending, self.rows, self.files = path, [], 0, []
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots")
+
+    def __enter__(self):
+        self.path.mkdir(parents=True, exist_ok=True)
         return self
 
+    def add(self, store_rows) -> None:
+        self.pending.append(store_rows)
+        self.rows += store_rows.num_rows
+        if self.rows >= _OBSERVATION_ROWS:
+            self._flush()
 
-def _walk_inputs(files: dict[str, int], new_files: list[str], clusters: set[str] | None) -> _Walked:
-    """The store rows a walk's build reads: every snapshot of ``clusters`` (None: all)."""
-    import pyarrow as pa
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        writing = [f for f in self.files if not f.done()]
+        if len(writing) > 1:  # at most two files in the writing: memory stays bounded
+            writing[0].result()
+        self.files.append(self.pool.submit(self._write, self.pending))
+        self.pending, self.rows = [], 0
 
-    new = set(new_files)
-    old_files = sorted(r for r in files if r not in new
-                       and (clusters is None or _file_key(r)[0] in clusters))
-    new_table = _read_store_arrow(new_files)
-    return _Walked(pa.concat_tables([_read_store_arrow(old_files), new_table]), new_table)
+    def _write(self, parts: list) -> None:
+        import uuid
 
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
 
-def _walk(files: dict[str, int], new_files: list[str], clusters: set[str] | None,
-          policy: inc.HoldPolicy, base: str | None) -> _Walked:
-    """Read and walk, all before Spark is needed."""
-    return _walk_inputs(files, new_files, clusters).derive(policy, clusters, base)
+        from topic_lineage.topic_id import rfc4122_array
 
+        rows = pa.concat_tables(parts)
+        rows = rows.filter(pc.is_valid(rows.column(t.TOPIC_NAME)))  # not empty snapshots' markers
+        schema = t.arrow_schema_of(t.TOPIC_SNAPSHOTS_DDL)
+        columns = {t.TOPIC_UUID: rfc4122_array(rows.column(t.TOPIC_ID))}
+        table = pa.Table.from_arrays(
+            [columns[f.name] if f.name in columns else rows.column(f.name) for f in schema], schema=schema)
+        pq.write_table(table, self.path / f"part-walk-{uuid.uuid4().hex}.zstd.parquet", compression="zstd")
 
-def _walk_build(spark, background, files: dict[str, int], new_files: list[str],
-                clusters: set[str] | None, policy: inc.HoldPolicy, base: str | None, out: Path,
-                walked: _Walked | None = None):
-    """``(snapshot_runs, topic_incarnations, observations written)`` of a build by the walk.
-
-    ``clusters``: those with new or late snapshots, derived again from all their stored
-    snapshots (None: a full build, every cluster); the other clusters' rows are the base's. Every
-    input is read with pyarrow on the driver and goes to Spark as Arrow: on a small store a
-    Spark read costs more (a listing, a scan job, the reader's first use in a new JVM) than the
-    data. Only ``topic_snapshots`` of a store or new snapshots larger than the quick JIT's size
-    are read by Spark's reader (the driver would otherwise ship them all to the JVM).
-    ``walked``: read and walked already (while the JVM started); else the observations are
-    written in the background while the store is walked here.
-    """
-    inputs = walked or _walk_inputs(files, new_files, clusters)
-
-    def write_observations() -> None:  # in the background thread, from its first step
-        if clusters is None:
-            rows = _store_rows(spark, inputs.store, sorted(files), files)
-            _write(inc.topic_snapshots(rows), out / t.TOPIC_SNAPSHOTS)
-        else:
-            _add_observations(spark, base, out, new_files,
-                              _store_rows(spark, inputs.new, new_files, files))
-
-    observations = background.submit(write_observations)
-    runs, incarnations = (walked or inputs.derive(policy, clusters, base)).derived
-    return (_frame_of(spark, runs, t.SNAPSHOT_RUNS_DDL),
-            inc.select_ddl(inc.with_topic_uuid(spark.createDataFrame(incarnations)),
-                           t.TOPIC_INCARNATIONS_DDL),
-            observations)
-
-
-def _store_rows(spark, table, relatives: list[str], files: dict[str, int]):
-    """Store rows for ``topic_snapshots``: the Arrow rows already read, up to the quick JIT's
-    size, else Spark's reader over the files."""
-    if tl_spark.quick_jit_for(sum(files[r] for r in relatives)):
-        return spark.createDataFrame(table)
-    return _read_store(spark, relatives)
+    def __exit__(self, kind, error, trace):
+        try:
+            if error is None:
+                self._flush()
+            for written in self.files:
+                written.result()
+        finally:
+            self.pool.shutdown()
+        if error is None and not any(self.path.glob("*.parquet")):
+            _write_empty(self.path, t.TOPIC_SNAPSHOTS_DDL)
+        return False
 
 
 def _read_version_arrow(version: str, table: str):

@@ -56,6 +56,7 @@ from topic_lineage.warehouse.versions import (
     REJECTED,
     STATE_TABLE,
     VALIDATED,
+    WALK_STATE,
     WarehouseError,
     current_version,
     init_sql_path,
@@ -70,7 +71,7 @@ from topic_lineage.warehouse.versions import (
 
 __all__ = [
     "BUILDING", "BUILT", "DEFAULT_KEEP", "KEEP_ENV", "MANIFEST", "PUBLISHED", "REJECTED",
-    "STATE_TABLE", "VALIDATED",
+    "STATE_TABLE", "VALIDATED", "WALK_STATE",
     "BuildLockedError", "PublishDecision", "PublishOutcome", "PublishRefused", "QueryRefused",
     "WarehouseError",
     "apply_retention", "build_lock", "check_read_only", "current_version", "decide_publish",

@@ -1,0 +1,157 @@
+"""A build by the walk, through the store and real builds: what it reads, what it saves, what
+it writes without Spark.
+
+The walk's rules are checked against the reference in tests/test_scd_walk.py, and its builds
+against the set-based ones in tests/test_scd_order.py. Here: an incremental build continues the
+base's saved walk with the new snapshot files only (R5: the rows still equal a full refresh); a
+late snapshot, a base of other build code or a damaged saved walk make that cluster be walked
+from its first snapshot; ``topic_snapshots``, written with pyarrow, equals Spark's projection
+of the store; a store file that is not one snapshot is a clear error naming it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from gate_support import publish_passed
+from pyspark.testing import assertDataFrameEqual
+from scd_support import snap, tid, topic
+
+from topic_lineage import store
+from topic_lineage import tables as t
+from topic_lineage import warehouse as wh
+from topic_lineage.scd import build as build_module
+from topic_lineage.scd import incarnations as inc
+from topic_lineage.scd import walk
+from topic_lineage.scd.build import build_version
+from topic_lineage.store import CorruptSnapshotFileError
+
+pytestmark = [pytest.mark.spark]
+
+B = "QkJCQkJCQkJCQkJCQkJCQg"
+A_HISTORY = [
+    snap(0, topic("orders", tid(1)), topic("payments", tid(2)), topic("logs")),
+    snap(1, topic("orders", tid(1)), topic("payments", tid(2), error="UNKNOWN_SERVER_ERROR"),
+         topic("logs", tid(3))),
+    snap(2, topic("orders", tid(4)), topic("payments", tid(2)), topic("logs", tid(3))),
+    snap(3, topic("orders", tid(4)), topic("payments-v2", tid(2)), topic("logs", tid(3), partitions=6)),
+    snap(4, topic("orders", tid(4)), topic("old", tid(1)), complete=False),
+]
+B_HISTORY = [snap(0, topic("orders", tid(1)), cluster=B, alias="dr"), snap(2, cluster=B, alias="dr")]
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The store files (relative paths) each build reads with the walk, in order."""
+    read: list[str] = []
+    original = build_module._read_snapshot_file
+
+    def recorded(path):
+        read.append(path.relative_to(t.snapshots_dir()).as_posix())
+        return original(path)
+
+    monkeypatch.setattr(build_module, "_read_snapshot_file", recorded)
+    return read
+
+
+def stored(*snapshots) -> list[str]:
+    """Store the snapshots; their files' relative paths."""
+    store.save_all(list(snapshots), "import:jsonl")
+    return [store.snapshot_path(s.cluster_id, s.captured_at).relative_to(t.snapshots_dir()).as_posix()
+            for s in snapshots]
+
+
+def built(spark) -> str:
+    info = build_version(spark)
+    assert wh.read_manifest(info.version)["derivation"] == walk.WALK
+    publish_passed(info.version)  # the gate is not the subject here
+    return info.version
+
+
+def assert_equals_full_refresh(spark, version):
+    """Every table of ``version`` equals a full refresh of the same store."""
+    full = build_version(spark, full_refresh=True).version
+    for table in t.TABLES:
+        def read(v, table=table):
+            return spark.read.parquet(str(wh.version_path(v, table))).select(*t.ddl_columns(t.TABLE_DDL[table]))
+        assertDataFrameEqual(read(version), read(full))
+
+
+def test_an_incremental_build_continues_the_saved_walk_with_the_new_files_only(spark, tl_home, reads):
+    stored(*A_HISTORY[:3], *B_HISTORY)
+    first = built(spark)
+    assert sorted(p.name for p in (wh.version_dir(first) / wh.WALK_STATE).iterdir()) == sorted(
+        f"{t.cluster_partition(c)}.walk" for c in (A_HISTORY[0].cluster_id, B))
+    reads.clear()
+    new = stored(*A_HISTORY[3:])
+    second = built(spark)
+    assert reads == new  # cluster A continued from its saved walk, cluster B untouched
+    b_state = f"{wh.WALK_STATE}/{t.cluster_partition(B)}.walk"
+    assert (wh.version_dir(second) / b_state).stat().st_ino == (wh.version_dir(first) / b_state).stat().st_ino
+    assert_equals_full_refresh(spark, second)
+
+
+def test_a_late_snapshot_walks_its_cluster_again_and_only_it(spark, tl_home, reads):
+    a_files = stored(A_HISTORY[0], A_HISTORY[2], A_HISTORY[3], *B_HISTORY)[:3]
+    built(spark)
+    reads.clear()
+    late = stored(A_HISTORY[1])
+    version = built(spark)
+    assert sorted(reads) == sorted([*a_files, *late])
+    assert_equals_full_refresh(spark, version)
+
+
+@pytest.mark.parametrize("damage", ["other build code", "damaged saved walk", "no saved walk"])
+def test_without_a_usable_saved_walk_the_cluster_is_walked_from_its_first_snapshot(
+        spark, tl_home, reads, damage):
+    a_files = stored(*A_HISTORY[:3])
+    first = built(spark)
+    state_file = wh.version_dir(first) / wh.WALK_STATE / f"{t.cluster_partition(A_HISTORY[0].cluster_id)}.walk"
+    if damage == "other build code":
+        manifest_path = wh.version_dir(first) / wh.MANIFEST
+        manifest = json.loads(manifest_path.read_text())
+        manifest["build_code"] = "0" * 64
+        manifest_path.write_text(json.dumps(manifest))
+    elif damage == "damaged saved walk":
+        state_file.write_bytes(state_file.read_bytes()[:100])
+    else:
+        state_file.unlink()
+    reads.clear()
+    new = stored(*A_HISTORY[3:])
+    version = built(spark)
+    assert reads == [*a_files, *new]
+    assert_equals_full_refresh(spark, version)
+
+
+def test_topic_snapshots_written_by_the_walk_equal_sparks_projection_of_the_store(
+        spark, tl_home, monkeypatch):
+    """In several files (a tiny file size here), with ID-less topics, describe errors and an
+    empty snapshot's marker row, which is no observation."""
+    monkeypatch.setattr(build_module, "_OBSERVATION_ROWS", 4)
+    relatives = stored(*A_HISTORY, *B_HISTORY)
+    version = built(spark)
+    written = sorted(wh.version_path(version, t.TOPIC_SNAPSHOTS).glob("*.parquet"))
+    assert len(written) > 2
+    expected = inc.topic_snapshots(build_module._read_store(spark, relatives))
+    got = spark.read.parquet(str(wh.version_path(version, t.TOPIC_SNAPSHOTS)))
+    assert got.schema == expected.schema
+    assertDataFrameEqual(got, expected)
+    assert got.filter(f"{t.TOPIC_ID} IS NULL").count() == 1 and expected.count() == 15
+
+
+def test_a_store_file_holding_two_snapshots_is_an_error_naming_it(spark, tl_home):
+    """The walk reads a store file as one snapshot (topic_lineage.store writes one per cluster
+    and time); a file that holds two stops the build before anything is published."""
+    first, _ = stored(*A_HISTORY[:2])
+    path = t.snapshots_dir() / first
+    rows = pq.read_table(path)
+    later = rows.set_column(rows.schema.get_field_index(t.CAPTURED_AT), t.CAPTURED_AT,
+                            pa.compute.add(rows.column(t.CAPTURED_AT), pa.scalar(1_000_000, pa.duration("us"))))
+    pq.write_table(pa.concat_tables([rows, later.cast(rows.schema)]), path)
+    with pytest.raises(CorruptSnapshotFileError, match="more than one snapshot") as raised:
+        build_version(spark)
+    assert str(path) in str(raised.value)
+    assert wh.current_version() is None
