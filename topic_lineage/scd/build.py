@@ -142,7 +142,8 @@ def _usable_base(base: str | None, policy: inc.HoldPolicy, *, needs_state: bool 
                  ) -> tuple[dict | None, str]:
     """The base's manifest when an incremental build can start from it, else None and why.
     ``needs_state``: the set-based derivation continues from the base's ``_state``; the walk
-    derives each touched cluster from its whole history and needs none."""
+    continues the base's saved walks where it can (:func:`_walk_version`) and needs no
+    ``_state``."""
     if base is None:
         return None, "nothing published yet"
     try:
@@ -153,7 +154,7 @@ def _usable_base(base: str | None, policy: inc.HoldPolicy, *, needs_state: bool 
         return None, "hold thresholds differ from the base version's"
     if needs_state and not wh.version_path(base, wh.STATE_TABLE).is_dir() \
             and manifest.get(DERIVATION) == walk.WALK:
-        return None, "the base was derived by the walk (a small store), which keeps no incremental state"
+        return None, "the base was derived by the walk, which keeps no set-based incremental state"
     if not all(wh.version_path(base, x).is_dir()
                for x in (*t.TABLES, *((wh.STATE_TABLE,) if needs_state else ()))):
         return None, "base version lacks a table"
@@ -192,8 +193,9 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
         raise wh.WarehouseError(f"version {version!r} already exists at {out}; pick another id")
 
     files, listing = _stored_files()
-    # A small store is derived by the walk (topic_lineage.scd.walk): whole clusters, in Python;
-    # a larger one by the set-based Spark derivation, incrementally from the base's state.
+    # A store up to the walk's limit is derived by the walk (topic_lineage.scd.walk), one
+    # snapshot file at a time; a larger one by the set-based Spark derivation, incrementally
+    # from the base's state.
     by_walk = walk.walks(sum(files.values()))
     manifest, why_full = (None, "--full-refresh") if full_refresh else _usable_base(
         base, policy, needs_state=not by_walk)
@@ -286,7 +288,7 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
             fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
             _write(incarnations, out / t.TOPIC_INCARNATIONS,
                    files=1 if by_walk else _files_for(incarnations, mode))
-            if state is not None:  # the walk keeps none
+            if state is not None:  # the walk saves its own (_walk_state)
                 _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
         finally:
             if derived is not None:
