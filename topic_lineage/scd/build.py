@@ -102,11 +102,6 @@ def _read_arrow(paths, schema):
     return pa.concat_tables([pq.read_table(p, columns=schema.names).cast(schema) for p in paths])
 
 
-def _read_store_arrow(relatives: list[str]):
-    """The store rows of these snapshot files."""
-    return _read_arrow([t.snapshots_dir() / r for r in relatives], t.arrow_store_schema())
-
-
 def _frame_of(spark, table, ddl: str):
     """A DataFrame of an Arrow table the walk made, with the DDL's columns and types."""
     return inc.select_ddl(spark.createDataFrame(table), ddl)
@@ -128,12 +123,7 @@ def _link_files(source: Path, target: Path) -> int:
     target.mkdir(parents=True, exist_ok=True)
     linked = 0
     for path in sorted(source.glob("*.parquet")):
-        try:
-            os.link(path, target / path.name)
-        except OSError:
-            import shutil
-
-            shutil.copy2(path, target / path.name)
+        _link_file(path, target / path.name)
         linked += 1
     return linked
 
@@ -508,6 +498,7 @@ def _walk_state_file(directory: Path, cluster_id: str) -> Path:
 
 
 def _link_file(source: Path, target: Path) -> None:
+    """A hard link (a copy where the file system has none)."""
     try:
         os.link(source, target)
     except OSError:

@@ -191,6 +191,7 @@ class ClusterWalk:
 
     def _apply(self, now: int, alias: str, complete: bool, authoritative: bool, topics) -> bool:
         """One snapshot; returns held."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         ids_unique = pc.count_distinct(topics.column(t.TOPIC_ID)).as_py() == \
@@ -199,7 +200,7 @@ class ClusterWalk:
         steady = [self.by_id[i] for i in steady_ids]
         rest = topics
         if steady:
-            rest = topics.filter(pc.invert(pc.is_in(topics.column(t.TOPIC_ID), value_set=pa_strings(steady_ids))))
+            rest = topics.filter(pc.invert(pc.is_in(topics.column(t.TOPIC_ID), value_set=pa.array(steady_ids, pa.string()))))
         resolved = self._resolve_all(rest)
         shown = set(steady)
         if any(life in shown for _, life, _ in resolved):
@@ -382,12 +383,6 @@ class ClusterWalk:
 
 STATE_FORMAT = 1
 """Version of :meth:`ClusterWalk.dumps`' layout."""
-
-
-def pa_strings(values: list[str]):
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
 
 
 # --- Arrow in, Arrow out ------------------------------------------------------------------------
