@@ -127,3 +127,53 @@ def test_validating_a_small_version_starts_no_spark(spark, tl_home, monkeypatch)
     assert version in task.stdout
     with_spark = run(str(script), "validate", "--version", version, **{gate.IN_PROCESS_ENV: "0"})
     assert with_spark.returncode != 0
+
+
+VALIDATE_WITH_GX_OPTIONAL_MODULES_HIDDEN = """
+import json, sys
+from topic_lineage import pipeline
+hidden = pipeline.hide_unused_gx_dependencies()
+from topic_lineage.quality import gate
+result = gate.validate_version(None, sys.argv[1], max_age=None, now=None)
+print(json.dumps({
+    "hidden": hidden,
+    "loaded": [name for name in pipeline.GX_UNUSED_MODULES if sys.modules.get(name) is not None],
+    "success": result.success, "evaluated": result.evaluated, "report": result.report(),
+    "outcomes": repr(sorted((o.table, o.name, o.success, o.unexpected_count, o.severity)
+                            for o in result.outcomes)),
+}))
+"""
+
+
+@pytest.mark.spark
+def test_the_gate_judges_the_same_with_gx_optional_modules_hidden(spark, tl_home, monkeypatch):
+    """The CLI's build hides sqlalchemy and pyspark.ml from Great Expectations before it imports
+    it (``pipeline.hide_unused_gx_dependencies``: GX treats both as optional; 1.1-1.3 s of its
+    import). In such a process GX loads without them, and the in-process gate gives the verdict,
+    outcomes and report it gives here, where both can be imported."""
+    import importlib.util
+    import json
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.delenv(gate.IN_PROCESS_ENV, raising=False)
+    monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
+    assert all(importlib.util.find_spec(name) for name in pipeline.GX_UNUSED_MODULES)
+    store.save_all([snap(0, topic("orders", X), topic("payments", Y)),
+                    snap(1, topic("orders", X), topic("orders-copy", X), topic("payments", Y))],
+                   "import:jsonl")
+    version = pipeline.run_build(spark, validate=False, publish=False).version
+    here = gate.validate_version(spark, version, max_age=None, now=None)
+
+    env = {**os.environ, t.HOME_ENV: str(tl_home), "JAVA_HOME": str(tl_home / "no-java")}
+    done = subprocess.run([sys.executable, "-c", VALIDATE_WITH_GX_OPTIONAL_MODULES_HIDDEN, version],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    hidden = json.loads(done.stdout.strip().splitlines()[-1])
+    assert hidden["hidden"] == list(pipeline.GX_UNUSED_MODULES) and hidden["loaded"] == []
+    assert not here.success and hidden["success"] is False
+    assert hidden["evaluated"] == here.evaluated > 20
+    assert hidden["report"] == here.report()
+    assert hidden["outcomes"] == repr(sorted((o.table, o.name, o.success, o.unexpected_count,
+                                              o.severity) for o in here.outcomes))
