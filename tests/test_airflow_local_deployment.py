@@ -235,7 +235,7 @@ def trigger_and_wait(api: Api, dag_id: str, timeout_s: float) -> dict:
         state = next(r for r in dag_runs(api, dag_id) if r["dag_run_id"] == run_id)["state"]
         return state if state in ("success", "failed") else None
 
-    assert wait_for(finished, timeout_s, f"{dag_id} run {run_id}", interval=5) == "success"
+    assert wait_for(finished, timeout_s, f"{dag_id} run {run_id}", interval=1) == "success"
     return run
 
 
@@ -289,7 +289,7 @@ def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment
             runs = [r for r in dag_runs(api, backfill["dag_id"]) if r["run_type"] == "backfill"]
             if len(runs) == expected and all(r["state"] in ("success", "failed") for r in runs):
                 return runs
-            time.sleep(10)
+            time.sleep(2)
         raise AssertionError(f"backfill of {backfill['dag_id']} not done after {timeout_s}s")
 
     snapshot_done = backfill_done(snapshot_backfill, snapshot_runs, 600)
@@ -324,11 +324,11 @@ def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment
     assert scheduler_healthy(api)
     # the scheduler marks a backfill completed in a later loop, after its last run ended
     wait_for(lambda: api.json(f"/api/v2/backfills/{build_backfill['id']}")["completed_at"],
-             120, "the scheduler to mark the backfill completed", interval=5)
+             120, "the scheduler to mark the backfill completed", interval=1)
 
     # Wait for any asset-triggered build, then check the published table.
     wait_for(lambda: all(r["state"] in ("success", "failed") for r in dag_runs(api, BUILD_DAG)),
-             900, "every topic_incarnations run to end", interval=15)
+             900, "every topic_incarnations run to end", interval=2)
     assert all(r["state"] == "success" for r in dag_runs(api, BUILD_DAG))
     current = warehouse.current_version()
     manifest = warehouse.read_manifest(current)

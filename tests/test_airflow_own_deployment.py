@@ -250,7 +250,7 @@ def test_both_dags_run_end_to_end_against_the_broker(own_airflow, api):
         return runs and all(r["state"] in ("success", "failed") for r in runs) and any(
             r["run_type"] == "asset_triggered" for r in runs)
 
-    wait_for(published, 600, "the asset-triggered topic_incarnations run", interval=5)
+    wait_for(published, 600, "the asset-triggered topic_incarnations run", interval=1)
     print(f"snapshot + asset-triggered build: {time.monotonic() - started:.0f}s")
     runs = dag_runs(api, BUILD_DAG)
     assert {r["state"] for r in runs} == {"success"}, runs

@@ -430,7 +430,7 @@ def main(argv=None) -> int:
                 "scaleout", bench_scaleout(home, work, result["full_refresh"]["build_s"],
                                gate=not args.quick)))
         if "query" not in args.skip:
-            phase("query", lambda: result.__setitem__("query", bench_queries(home, 3 if args.quick else 5)))
+            phase("query", lambda: result.__setitem__("query", bench_queries(home, 1 if args.quick else 5)))
 
     try:
         if "capture" not in args.skip:
