@@ -132,9 +132,9 @@ them (its ``great_expectations.compatibility`` modules import each in a ``try``)
 def hide_unused_gx_dependencies() -> list[str]:
     """Make :data:`GX_UNUSED_MODULES` unimportable in this process, unless it imported them
     already, so that Great Expectations' import skips them: 1.1-1.3 s of its 5.8 s on 2 cores
-    (issue #24). For one-off processes only (the CLI's ``build`` and ``validate``): whatever
-    imports one of them later in the process gets an ``ImportError`` naming it. Returns the
-    modules it hid."""
+    (issue #24). For one-off processes only (the CLI's ``build`` and ``validate``,
+    ``spark_jobs/build.py --publish``): whatever imports one of them later in the process gets
+    an ``ImportError`` naming it. Returns the modules it hid."""
     import sys
 
     hidden = [name for name in GX_UNUSED_MODULES if name not in sys.modules]
@@ -147,7 +147,8 @@ def import_gate_in_background() -> None:
     """Import Great Expectations in a thread while Spark starts and the build runs, so that the
     gate finds its modules loaded: the import takes 4-6 s, a fifth of a small build's wall time
     on 2 cores (issues #16, #24). Only imports: the gate opens its context itself. For a
-    one-off build process (the CLI's ``build``): it first hides :data:`GX_UNUSED_MODULES`.
+    one-off build process (the CLI's ``build``, ``spark_jobs/build.py --publish``): it first
+    hides :data:`GX_UNUSED_MODULES`.
 
     The modules the build imports too (pandas, pyarrow, pyspark.sql) are imported here first,
     in the calling thread, so the two threads never import the same module at the same time;
