@@ -130,14 +130,16 @@ def test_validating_a_small_version_starts_no_spark(spark, tl_home, monkeypatch)
 
 
 VALIDATE_WITH_GX_OPTIONAL_MODULES_HIDDEN = """
-import json, sys
+import importlib, json, sys
 from topic_lineage import pipeline
-hidden = pipeline.hide_unused_gx_dependencies()
+hidden = pipeline.import_gx_without_unused_modules()
 from topic_lineage.quality import gate
 result = gate.validate_version(None, sys.argv[1], max_age=None, now=None)
+loaded = [name for name in pipeline.GX_UNUSED_MODULES if sys.modules.get(name) is not None]
+importable = [importlib.import_module(name).__name__ for name in pipeline.GX_UNUSED_MODULES]
 print(json.dumps({
-    "hidden": hidden,
-    "loaded": [name for name in pipeline.GX_UNUSED_MODULES if sys.modules.get(name) is not None],
+    "hidden": hidden, "loaded": loaded, "importable_after": importable,
+    "again": pipeline.import_gx_without_unused_modules(),
     "success": result.success, "evaluated": result.evaluated, "report": result.report(),
     "outcomes": repr(sorted((o.table, o.name, o.success, o.unexpected_count, o.severity)
                             for o in result.outcomes)),
@@ -147,10 +149,12 @@ print(json.dumps({
 
 @pytest.mark.spark
 def test_the_gate_judges_the_same_with_gx_optional_modules_hidden(spark, tl_home, monkeypatch):
-    """The CLI's build hides sqlalchemy and pyspark.ml from Great Expectations before it imports
-    it (``pipeline.hide_unused_gx_dependencies``: GX treats both as optional; 1.1-1.3 s of its
-    import). In such a process GX loads without them, and the in-process gate gives the verdict,
-    outcomes and report it gives here, where both can be imported."""
+    """The CLI's build and validate hide sqlalchemy and pyspark.ml while they import Great
+    Expectations (``pipeline.import_gx_without_unused_modules``: GX treats both as optional;
+    1.1-1.3 s of its import). GX loads without them, the gate loads neither later, the
+    in-process gate gives the verdict, outcomes and report it gives here (where both can be
+    imported), and both can be imported again afterwards: an in-process caller that imports
+    Airflow later (a test worker) still can."""
     import importlib.util
     import json
     import os
@@ -172,6 +176,8 @@ def test_the_gate_judges_the_same_with_gx_optional_modules_hidden(spark, tl_home
     assert done.returncode == 0, done.stderr[-3000:]
     hidden = json.loads(done.stdout.strip().splitlines()[-1])
     assert hidden["hidden"] == list(pipeline.GX_UNUSED_MODULES) and hidden["loaded"] == []
+    assert hidden["importable_after"] == list(pipeline.GX_UNUSED_MODULES)
+    assert hidden["again"] == []  # GX was loaded: nothing to hide
     assert not here.success and hidden["success"] is False
     assert hidden["evaluated"] == here.evaluated > 20
     assert hidden["report"] == here.report()

@@ -129,26 +129,40 @@ gate never uses: SQL datasources (``sqlalchemy``, installed for Airflow) and Spa
 them (its ``great_expectations.compatibility`` modules import each in a ``try``)."""
 
 
-def hide_unused_gx_dependencies() -> list[str]:
-    """Make :data:`GX_UNUSED_MODULES` unimportable in this process, unless it imported them
-    already, so that Great Expectations' import skips them: 1.1-1.3 s of its 5.8 s on 2 cores
-    (issue #24). For one-off processes only (the CLI's ``build`` and ``validate``,
-    ``spark_jobs/build.py --publish``): whatever imports one of them later in the process gets
-    an ``ImportError`` naming it. Returns the modules it hid."""
+def import_gx_without_unused_modules() -> list[str]:
+    """Import Great Expectations and our expectations with :data:`GX_UNUSED_MODULES` hidden,
+    so that GX skips them: 1.1-1.3 s of its 5.8-s import on 2 cores (issue #24). Returns the
+    modules it hid: none when GX is loaded already; a module imported before is not hidden.
+
+    Hidden only while GX is imported (``sys.modules[name] = None``, the import system's "not
+    importable" mark), then importable again: GX keeps its own "not installed" placeholders,
+    and whatever else the process runs later (an Airflow import in the same process) imports
+    them as usual. Meanwhile another thread importing one of them gets an ``ImportError``
+    naming it; the build's thread imports neither."""
+    import os
     import sys
 
-    hidden = [name for name in GX_UNUSED_MODULES if name not in sys.modules]
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # as quality.context sets it
+    hidden = [] if "great_expectations" in sys.modules else [
+        name for name in GX_UNUSED_MODULES if name not in sys.modules]
     for name in hidden:
-        sys.modules[name] = None  # the import system's "not importable" mark
+        sys.modules[name] = None
+    try:
+        import great_expectations  # noqa: F401
+
+        from topic_lineage.quality import custom_expectations  # noqa: F401
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
     return hidden
 
 
 def import_gate_in_background() -> None:
     """Import Great Expectations in a thread while Spark starts and the build runs, so that the
     gate finds its modules loaded: the import takes 4-6 s, a fifth of a small build's wall time
-    on 2 cores (issues #16, #24). Only imports: the gate opens its context itself. For a
-    one-off build process (the CLI's ``build``, ``spark_jobs/build.py --publish``): it first
-    hides :data:`GX_UNUSED_MODULES`.
+    on 2 cores (issues #16, #24). Only imports (:func:`import_gx_without_unused_modules`): the
+    gate opens its context itself.
 
     The modules the build imports too (pandas, pyarrow, pyspark.sql) are imported here first,
     in the calling thread, so the two threads never import the same module at the same time;
@@ -167,19 +181,14 @@ def import_gate_in_background() -> None:
 
     def load() -> None:
         import logging
-        import os
 
-        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # as quality.context sets it
         try:
-            import great_expectations  # noqa: F401
-
-            from topic_lineage.quality import custom_expectations  # noqa: F401
+            import_gx_without_unused_modules()
         except Exception:  # the gate imports it again and reports the error
             logging.getLogger(__name__).debug("background import of GX failed", exc_info=True)
         finally:
             sys.setswitchinterval(switch)
 
-    hide_unused_gx_dependencies()
     switch = sys.getswitchinterval()
     sys.setswitchinterval(IMPORT_SWITCH_INTERVAL_S)
 

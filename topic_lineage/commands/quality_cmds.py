@@ -60,10 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from topic_lineage import warehouse
-    from topic_lineage.pipeline import hide_unused_gx_dependencies
-
-    hide_unused_gx_dependencies()  # a one-off process: GX's import skips SQL and Spark ML
+    from topic_lineage.pipeline import import_gx_without_unused_modules
     from topic_lineage.quality import gate
+
+    import_gx_without_unused_modules()  # GX's import skips SQL and Spark ML
 
     options = gate_options(args)  # bad thresholds fail before Spark starts
     version = args.version or warehouse.current_version()
