@@ -63,8 +63,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from topic_lineage.pipeline import import_gx_without_unused_modules
     from topic_lineage.quality import gate
 
-    import_gx_without_unused_modules()  # GX's import skips SQL and Spark ML
-
     options = gate_options(args)  # bad thresholds fail before Spark starts
     version = args.version or warehouse.current_version()
     if version is None:
@@ -74,6 +72,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
     from topic_lineage.local.spark_server import LazySession
 
+    import_gx_without_unused_modules()  # GX's import skips SQL and Spark ML
     # the Connect server when it runs, else a local Spark; neither for a small version (the gate
     # validates it in process)
     with LazySession("topic-lineage-validate") as spark:
