@@ -129,17 +129,27 @@ def test_validating_a_small_version_starts_no_spark(spark, tl_home, monkeypatch)
     assert with_spark.returncode != 0
 
 
-VALIDATE_WITH_GX_OPTIONAL_MODULES_HIDDEN = """
+VALIDATE_WITH_GX_IMPORTED = """
 import importlib, json, sys
-from topic_lineage import pipeline
-hidden = pipeline.import_gx_without_unused_modules()
+from topic_lineage.quality import gx_import
+if sys.argv[2] == "plain":  # every module imported as it comes, before GX
+    for name in (*gx_import.GX_UNUSED_MODULES, *gx_import.GX_DEFERRED_MODULES, "great_expectations"):
+        importlib.import_module(name)
+skipped = gx_import.import_gx()
 from topic_lineage.quality import gate
 result = gate.validate_version(None, sys.argv[1], max_age=None, now=None)
-loaded = [name for name in pipeline.GX_UNUSED_MODULES if sys.modules.get(name) is not None]
-importable = [importlib.import_module(name).__name__ for name in pipeline.GX_UNUSED_MODULES]
+loaded = [name for name in gx_import.GX_UNUSED_MODULES if sys.modules.get(name) is not None]
+still_deferred = [name for name in gx_import.GX_DEFERRED_MODULES
+                  if isinstance(sys.modules[name], gx_import.DeferredModule)]
+importable = [importlib.import_module(name).__name__ for name in gx_import.GX_UNUSED_MODULES]
+from scipy import stats  # the deferred stand-in, imported for real on first use
+import altair
+used = [stats.entropy([1, 3], [1, 3]), altair.Chart.__name__]
 print(json.dumps({
-    "hidden": hidden, "loaded": loaded, "importable_after": importable,
-    "again": pipeline.import_gx_without_unused_modules(),
+    **skipped, "loaded": loaded, "still_deferred": still_deferred, "importable_after": importable,
+    "used": used, "real_after_use": [type(sys.modules[name]).__name__
+                                     for name in gx_import.GX_DEFERRED_MODULES],
+    "again": gx_import.import_gx(),
     "success": result.success, "evaluated": result.evaluated, "report": result.report(),
     "outcomes": repr(sorted((o.table, o.name, o.success, o.unexpected_count, o.severity)
                             for o in result.outcomes)),
@@ -148,38 +158,48 @@ print(json.dumps({
 
 
 @pytest.mark.spark
-def test_the_gate_judges_the_same_with_gx_optional_modules_hidden(spark, tl_home, monkeypatch):
-    """The CLI's build and validate hide sqlalchemy and pyspark.ml while they import Great
-    Expectations (``pipeline.import_gx_without_unused_modules``: GX treats both as optional;
-    1.1-1.3 s of its import). GX loads without them, the gate loads neither later, the
-    in-process gate gives the verdict, outcomes and report it gives here (where both can be
-    imported), and both can be imported again afterwards: an in-process caller that imports
-    Airflow later (a test worker) still can."""
+def test_the_gate_judges_the_same_without_the_modules_gx_loads_for_nothing(spark, tl_home, monkeypatch):
+    """Our processes import Great Expectations without the modules it loads for what the gate
+    never runs (``quality.gx_import.import_gx``, issue #24): sqlalchemy and pyspark.ml hidden
+    while GX imports (GX treats both as optional), scipy.stats and altair deferred to their
+    first use. A version with a critical failure is validated in process in two processes:
+    one imports GX so, the other imports all four and GX as they come first. The gate gives the
+    same verdict, outcomes and report in both; in the first it runs none of the four, the hidden
+    ones can be imported again afterwards (an in-process caller that imports Airflow later, a
+    test worker, still can), and the deferred ones work when used."""
     import importlib.util
     import json
     import os
     import subprocess
     import sys
 
+    from topic_lineage.quality import gx_import
+
     monkeypatch.delenv(gate.IN_PROCESS_ENV, raising=False)
     monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
-    assert all(importlib.util.find_spec(name) for name in pipeline.GX_UNUSED_MODULES)
+    assert all(importlib.util.find_spec(name) for name in gx_import.GX_UNUSED_MODULES)
     store.save_all([snap(0, topic("orders", X), topic("payments", Y)),
                     snap(1, topic("orders", X), topic("orders-copy", X), topic("payments", Y))],
                    "import:jsonl")
     version = pipeline.run_build(spark, validate=False, publish=False).version
-    here = gate.validate_version(spark, version, max_age=None, now=None)
-
     env = {**os.environ, t.HOME_ENV: str(tl_home), "JAVA_HOME": str(tl_home / "no-java")}
-    done = subprocess.run([sys.executable, "-c", VALIDATE_WITH_GX_OPTIONAL_MODULES_HIDDEN, version],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    hidden = json.loads(done.stdout.strip().splitlines()[-1])
-    assert hidden["hidden"] == list(pipeline.GX_UNUSED_MODULES) and hidden["loaded"] == []
-    assert hidden["importable_after"] == list(pipeline.GX_UNUSED_MODULES)
-    assert hidden["again"] == []  # GX was loaded: nothing to hide
-    assert not here.success and hidden["success"] is False
-    assert hidden["evaluated"] == here.evaluated > 20
-    assert hidden["report"] == here.report()
-    assert hidden["outcomes"] == repr(sorted((o.table, o.name, o.success, o.unexpected_count,
-                                              o.severity) for o in here.outcomes))
+
+    def validate(mode: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", VALIDATE_WITH_GX_IMPORTED, version, mode],
+                              env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    seen, plain = validate("lean"), validate("plain")
+    assert seen["hidden"] == list(gx_import.GX_UNUSED_MODULES) and seen["loaded"] == []
+    assert seen["importable_after"] == list(gx_import.GX_UNUSED_MODULES)
+    assert seen["deferred"] == seen["still_deferred"] == list(gx_import.GX_DEFERRED_MODULES)
+    assert seen["used"] == [0.0, "Chart"]
+    assert seen["real_after_use"] == ["module", "module"]
+    assert seen["again"] == {"hidden": [], "deferred": []}  # GX was loaded: nothing to skip
+    assert plain["hidden"] == plain["deferred"] == plain["still_deferred"] == []
+    assert plain["loaded"] == list(gx_import.GX_UNUSED_MODULES)
+    assert plain["success"] is seen["success"] is False
+    assert seen["evaluated"] == plain["evaluated"] > 20
+    assert seen["report"] == plain["report"]
+    assert seen["outcomes"] == plain["outcomes"]

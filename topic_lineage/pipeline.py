@@ -122,47 +122,11 @@ def run_build(
 
 IMPORT_SWITCH_INTERVAL_S = 0.0001
 
-GX_UNUSED_MODULES = ("sqlalchemy", "pyspark.ml")
-"""Optional dependencies Great Expectations imports whenever they are installed, for what the
-gate never uses: SQL datasources (``sqlalchemy``, installed for Airflow) and Spark ML's
-``Bucketizer`` (column histograms on Spark; ``pyspark`` ships ``pyspark.ml``). GX runs without
-them (its ``great_expectations.compatibility`` modules import each in a ``try``)."""
-
-
-def import_gx_without_unused_modules() -> list[str]:
-    """Import Great Expectations and our expectations with :data:`GX_UNUSED_MODULES` hidden,
-    so that GX skips them: 1.1-1.3 s of its 5.8-s import on 2 cores (issue #24). Returns the
-    modules it hid: none when GX is loaded already; a module imported before is not hidden.
-
-    Hidden only while GX is imported (``sys.modules[name] = None``, the import system's "not
-    importable" mark), then importable again: GX keeps its own "not installed" placeholders,
-    and whatever else the process runs later (an Airflow import in the same process) imports
-    them as usual. Meanwhile another thread importing one of them gets an ``ImportError``
-    naming it; the build's thread imports neither."""
-    import os
-    import sys
-
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # as quality.context sets it
-    hidden = [] if "great_expectations" in sys.modules else [
-        name for name in GX_UNUSED_MODULES if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None
-    try:
-        import great_expectations  # noqa: F401
-
-        from topic_lineage.quality import custom_expectations  # noqa: F401
-    finally:
-        for name in hidden:
-            if name in sys.modules and sys.modules[name] is None:
-                del sys.modules[name]
-    return hidden
-
-
 def import_gate_in_background() -> None:
     """Import Great Expectations in a thread while Spark starts and the build runs, so that the
     gate finds its modules loaded: the import takes 4-6 s, a fifth of a small build's wall time
-    on 2 cores (issues #16, #24). Only imports (:func:`import_gx_without_unused_modules`): the
-    gate opens its context itself.
+    on 2 cores (issues #16, #24). Only imports (:func:`topic_lineage.quality.gx_import.import_gx`,
+    without the modules GX loads for what the gate never runs): the gate opens its context itself.
 
     The modules the build imports too (pandas, pyarrow, pyspark.sql) are imported here first,
     in the calling thread, so the two threads never import the same module at the same time;
@@ -179,11 +143,13 @@ def import_gate_in_background() -> None:
     import pyarrow.parquet  # noqa: F401
     import pyspark.sql.functions  # noqa: F401
 
+    from topic_lineage.quality import gx_import
+
     def load() -> None:
         import logging
 
         try:
-            import_gx_without_unused_modules()
+            gx_import.import_gx()
         except Exception:  # the gate imports it again and reports the error
             logging.getLogger(__name__).debug("background import of GX failed", exc_info=True)
         finally:

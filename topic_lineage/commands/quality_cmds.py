@@ -60,8 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from topic_lineage import warehouse
-    from topic_lineage.pipeline import import_gx_without_unused_modules
-    from topic_lineage.quality import gate
+    from topic_lineage.quality import gate, gx_import
 
     options = gate_options(args)  # bad thresholds fail before Spark starts
     version = args.version or warehouse.current_version()
@@ -72,7 +71,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
     from topic_lineage.local.spark_server import LazySession
 
-    import_gx_without_unused_modules()  # GX's import skips SQL and Spark ML
+    gx_import.import_gx()  # without the modules GX loads for what the gate never runs
     # the Connect server when it runs, else a local Spark; neither for a small version (the gate
     # validates it in process)
     with LazySession("topic-lineage-validate") as spark:

@@ -19,7 +19,7 @@ from topic_lineage.local.warm import SERVED_ENV
 
 _PRELOAD = (
     "pandas", "pyarrow.parquet", "pyarrow.dataset", "duckdb", "pyspark.sql", "pyspark.sql.functions",
-    "great_expectations", "topic_lineage.quality.custom_expectations", "topic_lineage.quality.gate",
+    "topic_lineage.quality.gate",
     "topic_lineage.pipeline", "topic_lineage.scd.build", "topic_lineage.local.spark_server",
 )
 
@@ -47,7 +47,9 @@ def serve(socket_path: str) -> None:
     """Load the modules, then serve requests on ``socket_path`` until SIGTERM."""
     import threading
 
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # as quality.context sets it
+    from topic_lineage.quality.gx_import import import_gx
+
+    import_gx()  # Great Expectations and our expectations, without what the gate never runs
     for name in _PRELOAD:
         importlib.import_module(name)
     from topic_lineage import cli

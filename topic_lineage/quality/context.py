@@ -101,12 +101,13 @@ def get_context():
     """The file data context, with the custom expectations registered first.
 
     Importing :mod:`topic_lineage.quality.custom_expectations` before the suites are read is
-    what keeps GX from silently dropping the custom expectations.
+    what keeps GX from silently dropping the custom expectations. GX is imported without the
+    modules it loads for what the gate never runs (:func:`topic_lineage.quality.gx_import.import_gx`).
     """
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
+    from topic_lineage.quality.gx_import import import_gx
 
-    from topic_lineage.quality import custom_expectations  # noqa: F401  (registers the classes)
+    import_gx()  # GX, and our expectations (registers the classes)
+    import great_expectations as gx
 
     quality = t.quality_dir()
     quality.mkdir(parents=True, exist_ok=True)
