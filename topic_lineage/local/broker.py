@@ -226,8 +226,8 @@ class LocalBroker:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.terminate()
-            try:
-                process.wait(timeout=5)
+            try:  # nothing to flush (in memory); one that was stopped (SIGSTOP) takes 5 s or more
+                process.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=5)
