@@ -111,6 +111,12 @@ def _read_table(spark, version: str, table: str, ddl: str):
     return spark.read.schema(ddl).parquet(str(wh.version_path(version, table)))
 
 
+def _write_walked_incarnations(spark, table, out: Path) -> None:
+    """``topic_incarnations`` of the walk's Arrow table, with ``topic_uuid``, in one file."""
+    incarnations = inc.with_topic_uuid(spark.createDataFrame(table))
+    _write(inc.select_ddl(incarnations, t.TOPIC_INCARNATIONS_DDL), out / t.TOPIC_INCARNATIONS, files=1)
+
+
 def _write(df, path: Path, files: int | None = None) -> None:
     if files is not None:
         df = df.coalesce(files)
@@ -232,29 +238,30 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
     spark = session() if callable(session) else session
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
-    # ``topic_snapshots`` does not depend on the derivation: it is written in a thread of its own
-    # while the derivation runs. On a small build Spark's time goes to planning each job on the
-    # driver more than to running it, so the two overlap well (issue #24). Leaving the block
+    # One table is written in a thread of its own while the rest of the build runs: on a small
+    # build Spark's time goes to planning each job on the driver more than to running it, so
+    # two jobs overlap well (issue #24). The set-based derivation writes ``topic_snapshots``
+    # so, which does not depend on the derivation; the walk (which wrote the observations
+    # already) writes ``topic_incarnations`` so, beside ``snapshot_runs``. Leaving the block
     # waits for that write, also when the build fails.
     with sized_for(spark, input_bytes) as small_input, \
-            ThreadPoolExecutor(1, thread_name_prefix="build-topic-snapshots") as background:
-        if by_walk:  # the observations are written already
+            ThreadPoolExecutor(1, thread_name_prefix="build-write-aside") as background:
+        if by_walk:
+            aside = background.submit(_write_walked_incarnations, spark, walked[1], out)
             runs = _frame_of(spark, walked[0], t.SNAPSHOT_RUNS_DDL)
-            incarnations = inc.select_ddl(inc.with_topic_uuid(spark.createDataFrame(walked[1])),
-                                          t.TOPIC_INCARNATIONS_DDL)
-            observations, state, derived = None, None, None
+            incarnations, state, derived = None, None, None
             mode = "full" if manifest is None else "incremental"
         elif manifest is None:
             log.info("full build of %s: %s", version, why_full)
             store_rows = _read_store(spark, sorted(files))
-            observations = background.submit(_write, inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
+            aside = background.submit(_write, inc.topic_snapshots(store_rows), out / t.TOPIC_SNAPSHOTS)
             derived = inc.derive(store_rows, inc.snapshot_runs_input(store_rows), None, policy)
             runs, incarnations, state = derived.snapshot_runs, derived.topic_incarnations, derived.state
             mode = "full"
         else:
             log.info("incremental build of %s on %s: %d new file(s), late clusters: %s",
                      version, base, len(new_files), recomputed or "none")
-            observations = background.submit(_add_observations, spark, base, out, new_files)
+            aside = background.submit(_add_observations, spark, base, out, new_files)
             store_rows = _read_store(spark, read_files)
             base_runs = _read_table(spark, base, t.SNAPSHOT_RUNS, t.SNAPSHOT_RUNS_DDL)
             base_state = _read_table(spark, base, wh.STATE_TABLE, inc.STATE_DDL)
@@ -276,15 +283,14 @@ def _build(session, version: str, full_refresh: bool, policy: inc.HoldPolicy, ba
         try:
             _write(runs, out / t.SNAPSHOT_RUNS, files=1)
             fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
-            _write(incarnations, out / t.TOPIC_INCARNATIONS,
-                   files=1 if by_walk else _files_for(incarnations, mode))
+            if incarnations is not None:  # the walk's is written aside
+                _write(incarnations, out / t.TOPIC_INCARNATIONS, files=_files_for(incarnations, mode))
             if state is not None:  # the walk saves its own (_walk_state)
                 _write(state, out / wh.STATE_TABLE, files=_files_for(state, mode))
         finally:
             if derived is not None:
                 derived.unpersist()
-        if observations is not None:
-            observations.result()  # the observations' write: its error is the build's
+        aside.result()  # the write aside: its error is the build's
         _write_group_tables(
             spark, out, group_files,
             recompute=None if manifest is None else incremental | late,
