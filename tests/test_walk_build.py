@@ -95,6 +95,24 @@ def test_an_incremental_build_continues_the_saved_walk_with_the_new_files_only(s
     assert_equals_full_refresh(spark, second)
 
 
+def test_a_build_of_an_empty_store_gives_empty_tables_and_a_base_for_the_next(spark, tl_home):
+    """Nothing captured yet: the build writes every table with no rows and its DDL's columns
+    (it failed on the walk's own ``topic_snapshots`` directory), the gate passes it, and the
+    next build continues from it."""
+    from topic_lineage.pipeline import run_build
+
+    first = run_build(spark)
+    assert first.published, first
+    assert wh.read_manifest(first.version)["row_counts"] == {table: 0 for table in t.TABLES}
+    for table in t.TABLES:
+        rows = spark.read.parquet(str(wh.version_path(first.version, table)))
+        assert rows.count() == 0 and set(t.ddl_columns(t.TABLE_DDL[table])) <= set(rows.columns), table
+    stored(*A_HISTORY[:2])
+    second = built(spark)
+    assert wh.read_manifest(second)["base_version"] == first.version
+    assert_equals_full_refresh(spark, second)
+
+
 def test_a_late_snapshot_walks_its_cluster_again_and_only_it(spark, tl_home, reads):
     a_files = stored(A_HISTORY[0], A_HISTORY[2], A_HISTORY[3], *B_HISTORY)[:3]
     built(spark)

@@ -392,7 +392,7 @@ def _write_empty(path: Path, ddl: str) -> None:
     """A table with no rows: one Parquet file with the DDL's schema, as Spark would read it."""
     import pyarrow.parquet as pq
 
-    path.mkdir(parents=True)
+    path.mkdir(parents=True, exist_ok=True)  # the walk's observation writer makes its own
     schema = t.arrow_schema_of(ddl)
     pq.write_table(schema.empty_table(), path / "part-00000-empty.zstd.parquet", compression="zstd")
 
