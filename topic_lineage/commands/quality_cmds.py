@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from topic_lineage import warehouse
-    from topic_lineage.quality import gate, gx_import
+    from topic_lineage.quality import gate
 
     options = gate_options(args)  # bad thresholds fail before Spark starts
     version = args.version or warehouse.current_version()
@@ -71,7 +71,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
     from topic_lineage.local.spark_server import LazySession
 
-    gx_import.import_gx()  # without the modules GX loads for what the gate never runs
     # the Connect server when it runs, else a local Spark; neither for a small version (the gate
     # validates it in process)
     with LazySession("topic-lineage-validate") as spark:

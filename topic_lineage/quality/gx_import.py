@@ -2,9 +2,10 @@
 
 GX imports, at its own import, modules for features the gate never uses: SQL data sources,
 Spark ML, the distribution expectations' statistics and charts. On 2 cores they were more than
-half of its 5.8-s import. A process that validates once (``topic-lineage build`` and
-``validate``, ``spark_jobs/build.py --publish``) imports GX with :func:`import_gx`; a long-lived
-one (the warm process, an Airflow task) imports it as it comes.
+half of its import. Every process of ours imports GX with :func:`import_gx`: through
+:func:`topic_lineage.quality.context.get_context` (the gate, the CLI's ``validate``, Airflow's
+tasks), a build's background import (:func:`topic_lineage.pipeline.import_gate_in_background`)
+and the warm process (:mod:`topic_lineage.local.warm_server`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ import os
 import sys
 import threading
 import types
-
-
-def disable_gx_analytics() -> None:
-    """GX sends usage statistics unless told not to; nothing of ours may reach the internet."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-
 
 GX_UNUSED_MODULES = ("sqlalchemy", "pyspark.ml")
 """Optional dependencies Great Expectations imports whenever they are installed, for what the
@@ -94,7 +89,7 @@ def import_gx() -> dict[str, list[str]]:
     them as usual. Meanwhile another thread importing one of them gets an ``ImportError``
     naming it; the build's thread imports neither. A deferred module stays lazy: it is
     executed on first use, by GX or anything else in the process."""
-    disable_gx_analytics()
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # nothing of ours may reach the internet
     loaded = "great_expectations" in sys.modules
     hidden = [] if loaded else [name for name in GX_UNUSED_MODULES if name not in sys.modules]
     deferred = [] if loaded else [name for name in GX_DEFERRED_MODULES
