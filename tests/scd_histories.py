@@ -67,6 +67,11 @@ def cluster_history(draw, cluster: str):
                 topics.append(topic(name, error="TOPIC_AUTHORIZATION_FAILED"))
             else:
                 topics.append(topic(name, topic_id, partitions=partitions))
+        if view == "errors" and deleted and draw(st.integers(0, 2)) == 0:
+            # a topic caught mid-deletion (or hidden by an ACL): a describe error for a name
+            # the world no longer has, which carries no identity (R2)
+            gone = draw(st.sampled_from(sorted({n for n, _ in deleted} - set(world)) or ["z"]))
+            topics.append(topic(gone, error="TOPIC_AUTHORIZATION_FAILED"))
         if view == "shared" and len(topics) >= 2 and topics[0].topic_id and topics[1].error is None:
             topics[1] = topic(topics[1].name, topics[0].topic_id)  # two names, one ID
         snapshots.append(snap(hour, *topics, complete=view != "incomplete", cluster=cluster,

@@ -47,13 +47,39 @@ def store_frame(spark, snapshots, source="import:jsonl"):
     return spark.createDataFrame(table.to_pandas(), schema=t.SNAPSHOT_STORE_DDL)
 
 
-def derive(spark, snapshots, policy=None):
-    """The three tables derived from scratch (full refresh) from snapshots."""
-    from topic_lineage.scd import incarnations as inc
+@dataclass(frozen=True)
+class Built:
+    """The tables of one full-refresh build, as DataFrames over the version's files."""
 
-    rows = store_frame(spark, snapshots)
-    derived = inc.derive(rows, inc.snapshot_runs_input(rows), None, policy or inc.HoldPolicy())
-    return derived
+    version: str
+    snapshot_runs: object
+    topic_incarnations: object
+    topic_snapshots: object
+
+
+def derive(spark, snapshots, policy=None) -> Built:
+    """The tables derived from scratch from snapshots by the production derivation: stored in a
+    scratch store of their own and built (``--full-refresh``: the walk, one Spark task per
+    cluster), exactly what a user's build does."""
+    import tempfile
+
+    import pytest
+
+    from topic_lineage import store
+    from topic_lineage import warehouse as wh
+    from topic_lineage.scd.build import build_version
+    from topic_lineage.scd.hold import HoldPolicy
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(t.HOME_ENV, tempfile.mkdtemp(prefix="scd-derive-"))
+        store.save_all(list({(s.cluster_id, s.captured_at): s for s in snapshots}.values()),
+                       "import:jsonl")
+        version = build_version(spark, full_refresh=True, policy=policy or HoldPolicy()).version
+
+        def read(table):
+            return spark.read.schema(t.TABLE_DDL[table]).parquet(str(wh.version_path(version, table)))
+
+        return Built(version, read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), read(t.TOPIC_SNAPSHOTS))
 
 
 def key_for_id(topic_id: str, cluster: str = CLUSTER) -> str:
@@ -130,11 +156,9 @@ def reference_tables(snapshots, policy=None):
 
 
 # --- many examples, one derivation ------------------------------------------------------------
-# Each test of tests/test_scd_rules.py and tests/test_scd_examples.py used to run a derivation of
-# its own: dozens of Spark jobs for a handful of rows (issue #24, goal 4: about 2 min for the
-# rules alone, 6 under a loaded CI). The derivation partitions every window, join and count by
-# cluster, so a module's examples derive together, each on clusters of its own, and each test
-# then checks its own example's rows.
+# The tests of tests/test_scd_rules.py and tests/test_scd_examples.py derive together, one build
+# per hold policy, each example on clusters of its own (clusters are walked independently, one
+# Spark task each), and each test then checks its own example's rows.
 @dataclass(frozen=True)
 class Example:
     """One registered input: snapshots and the hold policy to derive them with."""
@@ -184,11 +208,7 @@ def assert_table_equal(actual: Table, expected) -> None:
 
 class Examples:
     """A test module's inputs, registered at import (:meth:`add`) and derived on first use, as
-    few derivations as possible: one per hold policy and per whether the example holds a
-    snapshot. The second split keeps each example on the path its own derivation takes
-    (incarnations.derive reuses pass 1's rows when nothing in its input is held); whether one
-    holds is the reference's answer (topic_lineage.scd.reference), which only chooses the batch:
-    every assertion is on the Spark rows.
+    few builds as possible: one per hold policy.
 
     Each snapshot's cluster ID becomes ``<cluster>-ex<index>`` for the derivation, so examples
     (and the clusters within one) stay apart; the rows come back with the original cluster ID,
@@ -199,7 +219,6 @@ class Examples:
     def __init__(self):
         self._examples: list[Example] = []
         self._tables: dict[int, Tables] = {}
-        self._holds: dict[int, bool] = {}
 
     def add(self, snapshots, policy=None) -> Example:
         from topic_lineage.scd.hold import HoldPolicy
@@ -213,13 +232,7 @@ class Examples:
         return _Derived(self, spark)
 
     def _batch_key(self, example: Example):
-        if example.index not in self._holds:
-            from topic_lineage.scd import reference
-
-            runs, _ = reference.derive(example.snapshots, ratio=example.policy.ratio,
-                                       min_count=example.policy.min_count)
-            self._holds[example.index] = any(run[t.HELD] for run in runs)
-        return example.policy, self._holds[example.index]
+        return example.policy
 
     def tables(self, spark, example: Example) -> Tables:
         if example.index not in self._tables:
@@ -241,12 +254,9 @@ class Examples:
                 origin[cluster] = (example.index, s.cluster_id)
                 snapshots.append(replace(s, cluster_id=cluster))
         derived = derive(spark, snapshots, batch[0].policy)
-        try:
-            runs = derived.snapshot_runs.collect()
-            incarnations = derived.topic_incarnations.collect()
-            runs_schema, incarnations_schema = derived.snapshot_runs.schema, derived.topic_incarnations.schema
-        finally:
-            derived.unpersist()
+        runs = derived.snapshot_runs.collect()
+        incarnations = derived.topic_incarnations.collect()
+        runs_schema, incarnations_schema = derived.snapshot_runs.schema, derived.topic_incarnations.schema
 
         def back(row, **changes) -> Row:
             return Row(**{**row.asDict(), t.CLUSTER_ID: origin[row[t.CLUSTER_ID]][1], **changes})

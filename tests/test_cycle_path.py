@@ -4,13 +4,12 @@
   with a base the gate passed with the same suite (``quality.gate.snapshot_scope``); anything
   else (no verdict, another suite, a copied file, ``--all-rows``) reads every row.
 - A build or gate over little input runs with ``topic_lineage.spark.SMALL_INPUT_CONF`` (and
-  over tiny input with ``INTERPRETED_CONF`` too) and the derivation checkpoints instead of
-  persisting (``spark.sized_for``); the tables are the same as with the session's settings.
+  over tiny input with ``INTERPRETED_CONF`` too: ``spark.sized_for``), restoring the session's
+  settings afterwards.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -23,7 +22,6 @@ from topic_lineage import warehouse as wh
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.quality import gate
 from topic_lineage.quality.suites import SNAPSHOT_IDS_NOT_SHARED
-from topic_lineage.scd import walk
 from topic_lineage.scd.build import build_version
 
 X, Y, Z = tid(1), tid(2), tid(3)
@@ -110,58 +108,7 @@ def test_what_makes_the_gate_read_every_row(spark, tl_home):
     assert gate.snapshot_scope(version, ctx_fingerprint) is None
 
 
-# --- small input: the same rows with either settings ----------------------------------------
-def _tables(spark, version: str) -> dict[str, list]:
-    return {
-        table: sorted(json.dumps(row.asDict(), default=str, sort_keys=True)
-                      for row in spark.read.parquet(str(wh.version_path(version, table))).collect())
-        for table in t.TABLES
-    }
-
-
-@pytest.mark.spark
-@pytest.mark.slow  # 60-90 s: builds of several histories both ways
-def test_small_input_settings_give_the_same_tables(spark, tmp_path, monkeypatch):
-    """A full build, then an incremental one with a late snapshot and a new one, each in a home
-    of its own: with the settings for tiny input (the default for this size: small-input
-    settings and interpreted execution), with the small-input settings only (the default from
-    4 MiB up to 64 MiB), and with the session's. By the set-based derivation, the one that runs
-    Spark's plan over the data (a small store is otherwise derived by the walk)."""
-    monkeypatch.setenv(walk.WALK_ENV, "0")
-    history = [snap(0, topic("orders", X), topic("payments", Y)),
-               snap(2, topic("orders", X, partitions=6)),
-               snap(3, topic("orders", Z, error="TOPIC_AUTHORIZATION_FAILED"), complete=False)]
-    later = [snap(1, topic("orders", X), topic("payments", Y)),  # late
-             snap(4, topic("orders", Z), topic("payments", Y))]
-    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
-    built = {}
-    variants = {"tiny": {**tl_spark.SMALL_INPUT_CONF, **tl_spark.INTERPRETED_CONF},
-                "small": tl_spark.SMALL_INPUT_CONF, "session": "session"}
-    codegen = spark.conf.get("spark.sql.codegen.wholeStage")
-    for label, limit in (("tiny", None), ("small", None), ("session", "0")):
-        monkeypatch.setattr(tl_spark, "QUICK_JIT_MAX_BYTES",
-                            0 if label == "small" else 4 * 1024 * 1024)
-        monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / label))
-        if limit is None:
-            monkeypatch.delenv(tl_spark.SMALL_INPUT_ENV, raising=False)
-        else:
-            monkeypatch.setenv(tl_spark.SMALL_INPUT_ENV, limit)
-        store.save_all(history, "import:jsonl")
-        full = build_version(spark, "v-full", full_refresh=True)
-        store.save_all(later, "import:jsonl")
-        incremental = build_version(spark, "v-inc", base_version=full.version)
-        assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive  # restored
-        assert spark.conf.get("spark.sql.codegen.wholeStage") == codegen
-        assert incremental.mode == "incremental" and incremental.recomputed_clusters
-        expected = variants[label]
-        manifests = [wh.read_manifest(v) for v in ("v-full", "v-inc")]
-        assert [m["spark_settings"] for m in manifests] == [expected, expected]
-        assert all(m["input_bytes"] > 0 for m in manifests)
-        built[label] = (_tables(spark, "v-full"), _tables(spark, "v-inc"))
-    assert built["tiny"] == built["small"] == built["session"]
-    assert built["small"][1] != built["small"][0]  # the second build changed something
-
-
+# --- small input: the settings -------------------------------------------------------------------
 @pytest.mark.spark
 def test_tiny_input_runs_interpreted_and_the_session_gets_its_settings_back(spark, monkeypatch):
     """Up to 4 MiB Spark interprets the plan (no whole-stage code generation); above it, or

@@ -13,13 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scd_histories import CLUSTERS_PER_EXAMPLE, NAMES, POLICY, _cluster_id, cluster_history
-from scd_support import _utc, store_frame
+from scd_support import _utc, derive
 from test_scd_properties import INCREMENTAL_EXAMPLES, built_incrementally
 
 from topic_lineage import spark as tl_spark
 from topic_lineage import tables as t
-from topic_lineage.scd import groups, reference, walk
-from topic_lineage.scd import incarnations as inc
+from topic_lineage.scd import groups, reference
 from topic_lineage.scd.group_reference import derive_groups
 from topic_lineage.snapshot import GroupObservation, GroupOffset
 
@@ -45,17 +44,14 @@ def _rows(rows, ddl):
 
 
 def spark_lineage(spark, snapshots, policy=None):
+    """The group transforms on the incarnations and observations of a build of ``snapshots``."""
     unique = list({(s.cluster_id, s.captured_at): s for s in snapshots}.values())
-    rows = store_frame(spark, unique)
-    derived = inc.derive(rows, inc.snapshot_runs_input(rows), None, policy or inc.HoldPolicy())
-    try:
-        offsets = groups.group_offsets(group_frame(spark, unique), inc.topic_snapshots(rows),
-                                       derived.topic_incarnations)
-        per_incarnation = groups.group_incarnations(offsets, derived.topic_incarnations)
-        return (_rows(offsets.collect(), t.GROUP_OFFSETS_DDL),
-                _rows(per_incarnation.collect(), t.GROUP_INCARNATIONS_DDL))
-    finally:
-        derived.unpersist()
+    derived = derive(spark, unique, policy)
+    offsets = groups.group_offsets(group_frame(spark, unique), derived.topic_snapshots,
+                                   derived.topic_incarnations)
+    per_incarnation = groups.group_incarnations(offsets, derived.topic_incarnations)
+    return (_rows(offsets.collect(), t.GROUP_OFFSETS_DDL),
+            _rows(per_incarnation.collect(), t.GROUP_INCARNATIONS_DDL))
 
 
 def reference_lineage(snapshots, policy=None):
@@ -136,8 +132,7 @@ def test_incremental_builds_write_the_reference_group_tables(spark, tmp_path_fac
     random batches, an incremental build after each (late snapshots recompute their cluster,
     the others keep the base's group rows), and the last version's group_offsets and
     group_incarnations equal the reference over everything stored."""
-    with built_incrementally(spark, tmp_path_factory, ingested, batches, order,
-                             derivation=walk.WALK) as read:
+    with built_incrementally(spark, tmp_path_factory, ingested, batches, order) as read:
         built = (_rows(read(t.GROUP_OFFSETS), t.GROUP_OFFSETS_DDL),
                  _rows(read(t.GROUP_INCARNATIONS), t.GROUP_INCARNATIONS_DDL))
     assert built == reference_lineage(ingested, POLICY)

@@ -21,7 +21,7 @@ from scd_support import (
     version,
 )
 
-from topic_lineage.scd.incarnations import HoldPolicy
+from topic_lineage.scd.hold import HoldPolicy
 
 pytestmark = pytest.mark.spark
 
@@ -72,6 +72,32 @@ def test_describe_error_after_a_held_snapshot_is_the_same_topic(derived):
         False, at(1), None, True, at(1), at(4), None,
     ),)
     assert all(v[11] and v[14] is None for g in groups for v in g)  # current, never deleted
+
+
+_A, _B = tid(60), tid(61)
+_ERROR = "TOPIC_AUTHORIZATION_FAILED"
+DESCRIBE_ERROR_WITHOUT_AN_INCARNATION = EXAMPLES.add([
+    snap(1, topic("a", error=_ERROR), topic("b", _B), topic("c", error=_ERROR)),  # caught mid-creation
+    snap(2, topic("a", _A), topic("b", _B), topic("c")),  # identities: a's ID, c described (no ID)
+    snap(3, topic("b", _B), topic("c")),  # a deleted
+    snap(4, topic("a", error=_ERROR), topic("b", _B), topic("c")),  # a hidden by an ACL, or mid-deletion
+])
+
+
+def test_a_describe_error_opens_no_incarnation(derived):
+    """R2 (clarified in issue #40): a describe error carries no identity. Where its name has no
+    live incarnation it opens none: no ID-less row with unknown attributes, no later
+    ``id_assigned``. ``a``'s incarnation starts at its first ID (hour 2) and stays deleted at
+    hour 3; ``c`` (a cluster that reports no ID for it) starts at its first successful describe."""
+    groups = assert_spark_equals_reference(derived, DESCRIBE_ERROR_WITHOUT_AN_INCARNATION)
+    by_name = {g[0][3]: g for g in groups}
+    assert sorted(by_name) == ["a", "b", "c"] and len(groups) == 3
+    cluster, alias = by_name["b"][0][:2]
+    assert by_name["a"] == ((cluster, alias, _A, "a", 1, "created", 3, 3, False,
+                             at(2), at(3), False, at(2), at(2), at(3)),)
+    assert by_name["c"] == ((cluster, alias, None, "c", 1, "created", 3, 3, False,
+                             at(2), None, True, at(2), at(4), None),)
+    assert by_name["b"][0][5] == "created" and by_name["b"][0][12] == at(1)
 
 
 # --- R3 boundaries: one cluster per case, all in one derivation -----------------------------

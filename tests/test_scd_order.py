@@ -18,8 +18,7 @@ from scd_support import snap, tid, topic
 from topic_lineage import store
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
-from topic_lineage.scd import walk
-from topic_lineage.scd.build import build_version
+from topic_lineage.scd.build import WALK_TASKS, build_version
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -68,24 +67,18 @@ def build_batches(spark, batches, derivation):
     return infos
 
 
-@pytest.fixture(params=[walk.WALK, walk.SET_BASED])
-def derivation(request, monkeypatch):
-    """Each order test runs with both derivations: the walk (small stores, the default here)
-    and the set-based one (incremental from the base's state), against the same reference."""
-    if request.param == walk.SET_BASED:
-        monkeypatch.setenv(walk.WALK_ENV, "0")
-    else:
-        monkeypatch.delenv(walk.WALK_ENV, raising=False)
-    return request.param
+@pytest.fixture
+def derivation():
+    """What every version's manifest names: the walk, in a Spark task per cluster."""
+    return WALK_TASKS
 
 
 @pytest.fixture(scope="module")
 def reference(spark, tmp_path_factory):
-    """The full refresh over the whole history, by the set-based derivation (the walk's builds
-    are compared with it too)."""
+    """The full refresh over the whole history (its shape is checked below, and the rules on it
+    by tests/test_scd_properties.py against the plain reference)."""
     mp = pytest.MonkeyPatch()
     mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("reference")))
-    mp.setenv(walk.WALK_ENV, "0")
     try:
         store.save_all(A_HISTORY + B_HISTORY, "import:jsonl")
         info = build_version(spark, full_refresh=True)

@@ -1,4 +1,5 @@
-"""Property tests: the Spark build equals the executable specification on random histories.
+"""Property tests: the Spark build (the walk, in a Spark task per cluster) equals the executable
+specification on random histories.
 
 The specification is :mod:`topic_lineage.scd.reference`, a sequential fold of R1-R6. Hypothesis
 draws several independent cluster histories per example (one Spark build covers all of them,
@@ -9,8 +10,8 @@ reappearing IDs and shared IDs. Rows must be equal, ``incarnation_key`` compared
 
 Example counts come from the Hypothesis profile: ``TOPIC_LINEAGE_HYPOTHESIS=fast`` (the
 development tier, ``bash scripts/test.sh --fast``), ``ci`` (the default), or ``thorough`` (40
-full-refresh and 13 incremental examples, for a change to topic_lineage/scd/incarnations.py; several
-minutes):
+full-refresh and 13 incremental examples, for a change to topic_lineage/scd/walk.py or
+topic_lineage/scd/walk_job.py; several minutes):
 
     TOPIC_LINEAGE_HYPOTHESIS=thorough .venv/bin/python -m pytest -q tests/test_scd_properties.py
 
@@ -27,11 +28,10 @@ from gate_support import publish_passed
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from scd_histories import POLICY, histories
-from scd_support import incarnation_groups, reference_tables, run_rows, store_frame
+from scd_support import derive, incarnation_groups, reference_tables, run_rows
 
 from topic_lineage import tables as t
-from topic_lineage.scd import incarnations as inc
-from topic_lineage.scd import walk
+from topic_lineage.scd.build import WALK_TASKS
 
 pytestmark = [pytest.mark.spark, pytest.mark.property]
 
@@ -54,36 +54,26 @@ def _assert_equal(runs, incarnations, snapshots):
 
 @given(histories())
 def test_full_refresh_equals_the_reference(spark, ingested):
-    """R1-R6 on random histories: one full-refresh derivation equals the reference fold."""
-    unique = list({(s.cluster_id, s.captured_at): s for s in ingested}.values())  # the store: a set
-    rows = store_frame(spark, unique)
-    derived = inc.derive(rows, inc.snapshot_runs_input(rows), None, POLICY)
-    try:
-        _assert_equal(derived.snapshot_runs.collect(), derived.topic_incarnations.collect(), ingested)
-    finally:
-        derived.unpersist()
+    """R1-R6 on random histories: a full-refresh build equals the reference fold."""
+    derived = derive(spark, ingested, POLICY)
+    _assert_equal(derived.snapshot_runs.collect(), derived.topic_incarnations.collect(), ingested)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("derivation", [walk.SET_BASED, walk.WALK])
 @settings(max_examples=INCREMENTAL_EXAMPLES)
 @given(histories(), st.integers(2, 4), st.randoms(use_true_random=False))
-def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, derivation, ingested,
-                                                batches, order):
+def test_incremental_builds_equal_the_reference(spark, tmp_path_factory, ingested, batches, order):
     """R5: ingested in random batches in random order, an incremental build after each, the
-    published tables equal the reference fold; by the set-based derivation (continuing from the
-    base's ``_state``) and by the walk (continuing the base's saved walks, or walking a cluster
-    with a late snapshot again)."""
-    with built_incrementally(spark, tmp_path_factory, ingested, batches, order,
-                             derivation=derivation) as read:
+    published tables equal the reference fold (each task continuing its cluster's saved walk,
+    or walking a cluster with a late snapshot again)."""
+    with built_incrementally(spark, tmp_path_factory, ingested, batches, order) as read:
         _assert_equal(read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), ingested)
 
 
 @contextlib.contextmanager
-def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order, *,
-                        derivation: str = walk.SET_BASED):
+def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order):
     """Store ``ingested`` in ``batches`` random batches in a new home, an incremental build (and
-    a publish) after each, by ``derivation``; yields
+    a publish) after each; yields
     ``read(table) -> rows`` of the last version."""
     from topic_lineage import store
     from topic_lineage import warehouse as wh
@@ -93,11 +83,10 @@ def built_incrementally(spark, tmp_path_factory, ingested, batches: int, order, 
         mp.setenv(t.HOME_ENV, str(tmp_path_factory.mktemp("incremental")))
         mp.setenv("TOPIC_LINEAGE_HOLD_RATIO", str(POLICY.ratio))
         mp.setenv("TOPIC_LINEAGE_HOLD_MIN", str(POLICY.min_count))
-        mp.setenv(walk.WALK_ENV, "0" if derivation == walk.SET_BASED else str(walk.DEFAULT_WALK_MB))
         cuts = sorted(order.sample(range(1, len(ingested)), min(batches - 1, len(ingested) - 1)))
         for start, end in zip([0, *cuts], [*cuts, len(ingested)]):
             store.save_all(ingested[start:end], "import:jsonl")
             info = build_version(spark, policy=POLICY)
-            assert wh.read_manifest(info.version)["derivation"] == derivation
+            assert wh.read_manifest(info.version)["derivation"] == WALK_TASKS
             publish_passed(info.version)  # the gate is not the subject here
         yield lambda table: spark.read.parquet(str(wh.version_path(info.version, table))).collect()

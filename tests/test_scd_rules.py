@@ -1,9 +1,9 @@
 """Each SCD rule (contract R1-R6) as a small explicit input and the exact expected rows.
 
-The transforms under test are topic_lineage.scd.incarnations (pure DataFrame -> DataFrame); inputs are
-store-shaped rows built from Snapshot objects, exactly what the build reads from the store. The
-walk (topic_lineage.scd.walk) is held to the same rows by its property tests against the
-reference (tests/test_scd_walk.py).
+The derivation under test is the production one: Snapshot objects are stored and built
+(scd_support.derive: the walk, topic_lineage.scd.walk, in a Spark task per cluster), exactly
+what a user's build does. The walk is held to the reference (topic_lineage.scd.reference) on
+random histories by the property tests (tests/test_scd_walk.py, tests/test_scd_properties.py).
 
 Each test's input is registered at import (EXAMPLES) and the module's inputs are derived
 together, each on clusters of its own (scd_support.Examples); every test then checks its own
@@ -19,7 +19,6 @@ from scd_support import (
     Examples,
     assert_table_equal,
     at,
-    derive,
     expected_frame,
     key_for_id,
     key_for_name,
@@ -29,9 +28,8 @@ from scd_support import (
     version,
 )
 
-from topic_lineage import spark as tl_spark
 from topic_lineage import tables as t
-from topic_lineage.scd.incarnations import HoldPolicy
+from topic_lineage.scd.hold import HoldPolicy
 
 pytestmark = pytest.mark.spark
 
@@ -42,18 +40,8 @@ X, Y, Z = tid(1), tid(2), tid(3)
 EXAMPLES = Examples()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _tiny_input_settings(spark):
-    """The settings a build of a few observations runs the set-based derivation with
-    (topic_lineage.spark.sized_for: interpreted, no adaptive execution, 2 partitions): about a
-    quarter off this module's time. The property tests keep Spark's compiled path under random
-    histories, and tests/test_cycle_path.py shows both give the same tables."""
-    with tl_spark.sized_for(spark, 0):
-        yield
-
-
 @pytest.fixture(scope="module")
-def derived(spark, _tiny_input_settings):
+def derived(spark):
     """This module's examples, each batch derived once, when a test first asks for one of it."""
     return EXAMPLES.on(spark)
 
@@ -393,17 +381,3 @@ def test_clusters_are_isolated(spark, derived):
     schema = ("cluster_id STRING, cluster_alias STRING, topic_name STRING, incarnation_key STRING, "
               "deleted_at TIMESTAMP, is_current BOOLEAN")
     assert_table_equal(actual, spark.createDataFrame(expected, schema))
-
-
-def test_derive_keeps_its_frames_until_released_and_then_frees_them(spark):
-    """derive() materializes its intermediate frames as local checkpoints; unpersist() frees
-    their blocks (``DataFrame.unpersist`` alone would not), so a long-lived session or server
-    does not keep every build's intermediate rows."""
-    jsc = spark.sparkContext._jsc.sc()
-    before = jsc.getPersistentRDDs().size()
-    derived = derive(spark, [snap(0, topic("orders", X)), snap(1, topic("orders", Y))])
-    assert jsc.getPersistentRDDs().size() > before
-    rows = derived.topic_incarnations.collect()
-    derived.unpersist()
-    assert jsc.getPersistentRDDs().size() == before
-    assert sorted(r[t.TOPIC_ID] for r in rows) == sorted([X, Y])

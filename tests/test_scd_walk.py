@@ -21,7 +21,6 @@ from scd_histories import POLICY, cluster_history, histories
 from scd_support import CLUSTER, incarnation_groups, reference_tables, run_rows, snap, tid, topic
 
 from topic_lineage import tables as t
-from topic_lineage.errors import TopicLineageError
 from topic_lineage.scd import walk
 from topic_lineage.scd.hold import HoldPolicy
 from topic_lineage.store import _to_arrow
@@ -104,20 +103,6 @@ def test_an_empty_snapshot_is_a_run_and_closes_what_it_lacks():
     runs, incarnations = walk.derive(store_rows(snapshots), HoldPolicy(ratio=0.5, min_count=5))
     assert [(r[t.TOPIC_COUNT], r[t.HELD]) for r in runs.to_pylist()] == [(1, False), (0, False)]
     assert [r[t.DELETED_AT] for r in incarnations.to_pylist()] == [datetime(2026, 11, 1, 1, tzinfo=UTC)]
-
-
-@pytest.mark.parametrize("text", ["-1", "lots"])
-def test_a_bad_walk_limit_is_one_clear_error(monkeypatch, text):
-    monkeypatch.setenv(walk.WALK_ENV, text)
-    with pytest.raises(TopicLineageError, match=walk.WALK_ENV):
-        walk.walk_limit()
-
-
-def test_the_walk_limit(monkeypatch):
-    monkeypatch.setenv(walk.WALK_ENV, "0")
-    assert not walk.walks(0)
-    monkeypatch.setenv(walk.WALK_ENV, "1")
-    assert walk.walks(1024 * 1024) and not walk.walks(1024 * 1024 + 1)
 
 
 def _deleted_at(snapshots, policy, topic_id):

@@ -1,17 +1,19 @@
-"""A build by the walk, through the store and real builds: what it reads, what it saves, what
-it writes without Spark.
+"""A build through the store and real builds: where the walk runs, what it reads, what it saves,
+what it writes.
 
-The walk's rules are checked against the reference in tests/test_scd_walk.py, and its builds
-against the set-based ones in tests/test_scd_order.py. Here: an incremental build continues the
-base's saved walk with the new snapshot files only (R5: the rows still equal a full refresh); a
-late snapshot, a base of other build code or a damaged saved walk make that cluster be walked
-from its first snapshot; ``topic_snapshots``, written with pyarrow, equals Spark's projection
-of the store; a store file that is not one snapshot is a clear error naming it.
+The walk's rules are checked against the reference in tests/test_scd_walk.py and
+tests/test_scd_properties.py. Here: the walk runs in Spark tasks, not in the driver; an
+incremental build continues the base's saved walk with the new snapshot files only (R5: the rows
+still equal a full refresh); a late snapshot, a base of other build code or a damaged saved walk
+make that cluster be walked from its first snapshot; ``topic_snapshots``, written by the tasks
+with pyarrow, equals Spark's projection of the store; a store file that is not one snapshot is a
+clear error naming it.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,10 +25,8 @@ from scd_support import snap, tid, topic
 from topic_lineage import store
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
-from topic_lineage.scd import build as build_module
-from topic_lineage.scd import incarnations as inc
-from topic_lineage.scd import walk
-from topic_lineage.scd.build import build_version
+from topic_lineage.scd import walk, walk_job
+from topic_lineage.scd.build import WALK_TASKS, build_version
 from topic_lineage.store import CorruptSnapshotFileError
 
 pytestmark = [pytest.mark.spark]
@@ -44,18 +44,21 @@ B_HISTORY = [snap(0, topic("orders", tid(1)), cluster=B, alias="dr"), snap(2, cl
 
 
 @pytest.fixture
-def reads(monkeypatch):
-    """The store files (relative paths) each build reads with the walk (two threads read
-    ahead, so in no fixed order: compare them sorted)."""
-    read: list[str] = []
-    original = build_module._read_snapshot_file
+def reads():
+    """The store files (relative paths) the last build's tasks walked, from what each task
+    reported (the manifest's ``walk_tasks``: how many files, and the first; the rest follow it
+    in time order). The tasks run in Spark's Python workers, not in this process."""
+    def walked() -> list[str]:
+        manifest = wh.list_versions()[-1]
+        listing = sorted(store.snapshot_listing())
+        files = []
+        for summary in manifest["walk_tasks"].values():
+            if summary["snapshots"]:
+                first = listing.index(Path(summary["first_file"]).relative_to(t.snapshots_dir()).as_posix())
+                files += listing[first:first + summary["snapshots"]]
+        return files
 
-    def recorded(path):
-        read.append(path.relative_to(t.snapshots_dir()).as_posix())
-        return original(path)
-
-    monkeypatch.setattr(build_module, "_read_snapshot_file", recorded)
-    return read
+    return walked
 
 
 def stored(*snapshots) -> list[str]:
@@ -67,7 +70,7 @@ def stored(*snapshots) -> list[str]:
 
 def built(spark) -> str:
     info = build_version(spark)
-    assert wh.read_manifest(info.version)["derivation"] == walk.WALK
+    assert wh.read_manifest(info.version)["derivation"] == WALK_TASKS
     publish_passed(info.version)  # the gate is not the subject here
     return info.version
 
@@ -86,10 +89,9 @@ def test_an_incremental_build_continues_the_saved_walk_with_the_new_files_only(s
     first = built(spark)
     assert sorted(p.name for p in (wh.version_dir(first) / wh.WALK_STATE).iterdir()) == sorted(
         f"{t.cluster_partition(c)}.walk" for c in (A_HISTORY[0].cluster_id, B))
-    reads.clear()
     new = stored(*A_HISTORY[3:])
     second = built(spark)
-    assert sorted(reads) == sorted(new)  # cluster A continued from its saved walk, cluster B untouched
+    assert sorted(reads()) == sorted(new)  # cluster A continued from its saved walk, cluster B untouched
     b_state = f"{wh.WALK_STATE}/{t.cluster_partition(B)}.walk"
     assert (wh.version_dir(second) / b_state).stat().st_ino == (wh.version_dir(first) / b_state).stat().st_ino
     assert_equals_full_refresh(spark, second)
@@ -116,10 +118,9 @@ def test_a_build_of_an_empty_store_gives_empty_tables_and_a_base_for_the_next(sp
 def test_a_late_snapshot_walks_its_cluster_again_and_only_it(spark, tl_home, reads):
     a_files = stored(A_HISTORY[0], A_HISTORY[2], A_HISTORY[3], *B_HISTORY)[:3]
     built(spark)
-    reads.clear()
     late = stored(A_HISTORY[1])
     version = built(spark)
-    assert sorted(reads) == sorted([*a_files, *late])
+    assert sorted(reads()) == sorted([*a_files, *late])
     assert_equals_full_refresh(spark, version)
 
 
@@ -138,10 +139,9 @@ def test_without_a_usable_saved_walk_the_cluster_is_walked_from_its_first_snapsh
         state_file.write_bytes(state_file.read_bytes()[:100])
     else:
         state_file.unlink()
-    reads.clear()
     new = stored(*A_HISTORY[3:])
     version = built(spark)
-    assert sorted(reads) == sorted([*a_files, *new])
+    assert sorted(reads()) == sorted([*a_files, *new])
     assert_equals_full_refresh(spark, version)
 
 
@@ -149,14 +149,22 @@ def test_topic_snapshots_written_by_the_walk_equal_sparks_projection_of_the_stor
         spark, tl_home, monkeypatch):
     """In several files (a tiny file size here), with ID-less topics, describe errors and an
     empty snapshot's marker row, which is no observation."""
-    monkeypatch.setattr(build_module, "_OBSERVATION_ROWS", 4)
+    from topic_lineage.topic_id import rfc4122
+
+    monkeypatch.setattr(walk_job, "OBSERVATION_ROWS", 4)
     relatives = stored(*A_HISTORY, *B_HISTORY)
     version = built(spark)
     written = sorted(wh.version_path(version, t.TOPIC_SNAPSHOTS).glob("*.parquet"))
     assert len(written) > 2
-    expected = inc.topic_snapshots(build_module._read_store(spark, relatives))
+    store_rows = spark.read.schema(t.SNAPSHOT_STORE_DDL).parquet(
+        *[str(t.snapshots_dir() / r) for r in relatives]).where(f"{t.TOPIC_NAME} IS NOT NULL")
+    columns = t.ddl_columns(t.TOPIC_SNAPSHOTS_DDL)
+    expected = spark.createDataFrame(
+        [tuple(rfc4122(row[t.TOPIC_ID]) if row[t.TOPIC_ID] and c == t.TOPIC_UUID else row[c]
+               if c != t.TOPIC_UUID else None for c in columns) for row in store_rows.collect()],
+        t.TOPIC_SNAPSHOTS_DDL)
     got = spark.read.parquet(str(wh.version_path(version, t.TOPIC_SNAPSHOTS)))
-    assert got.schema == expected.schema
+    assert [(f.name, f.dataType) for f in got.schema] == [(f.name, f.dataType) for f in expected.schema]
     assertDataFrameEqual(got, expected)
     assert got.filter(f"{t.TOPIC_ID} IS NULL").count() == 1 and expected.count() == 15
 
@@ -174,3 +182,28 @@ def test_a_store_file_holding_two_snapshots_is_an_error_naming_it(spark, tl_home
         build_version(spark)
     assert str(path) in str(raised.value)
     assert wh.current_version() is None
+
+
+def test_the_walk_runs_in_spark_tasks_not_in_the_driver(spark, tl_home):
+    """Issue #40, goal 1: every build derives its rows in Spark tasks. The driver process's walk
+    entry points raise here, and a full and an incremental build still succeed, with the same
+    rows as a full refresh: the walk ran in Python workers, each task reporting a process other
+    than this one."""
+    import os
+
+    def driver_must_not_walk(*args, **kwargs):
+        raise AssertionError("the walk ran in the driver process")
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(walk_job, "walk_cluster", driver_must_not_walk)
+        patched.setattr(walk.ClusterWalk, "snapshot", driver_must_not_walk)
+        stored(*A_HISTORY[:3], *B_HISTORY)
+        first = built(spark)
+        stored(*A_HISTORY[3:])
+        second = built(spark)
+    for version, clusters in ((first, 2), (second, 1)):
+        tasks = wh.read_manifest(version)["walk_tasks"]
+        assert len(tasks) == clusters, tasks
+        assert all(task["pid"] != os.getpid() for task in tasks.values()), tasks
+    assert wh.read_manifest(second)["walk_tasks"][A_HISTORY[0].cluster_id]["continued"]
+    assert_equals_full_refresh(spark, second)

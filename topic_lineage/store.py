@@ -40,7 +40,7 @@ class CorruptSnapshotFileError(StoreError):
     """A stored snapshot file cannot be read. ``path`` names it."""
 
     def __init__(self, path: Path, reason: str):
-        self.path = path
+        self.path, self.reason = path, reason
         super().__init__(
             f"stored snapshot file {path} is unreadable ({reason}); move it aside with "
             f"'topic-lineage quarantine {path}'"

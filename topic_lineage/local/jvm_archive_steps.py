@@ -42,13 +42,12 @@ WORKLOAD = [  # a re-creation, a partition change, a deletion, group offsets acr
 
 
 def _workload(dump_to: str) -> None:
-    """What the archive is made of: a small store's builds, the way the CLI runs them, once by
-    the walk and once by the set-based derivation (with and without Spark's generated code), in
-    one JVM that writes its loaded classes to ``dump_to`` when it exits. Run in a process of its
-    own with ``$TOPIC_LINEAGE_HOME`` a scratch directory."""
+    """What the archive is made of: a small store's builds, the way the CLI runs them (the walk
+    job, the consumer-group tables), full and incremental, with and without Spark's generated
+    code, in one JVM that writes its loaded classes to ``dump_to`` when it exits. Run in a
+    process of its own with ``$TOPIC_LINEAGE_HOME`` a scratch directory."""
     from topic_lineage import store
     from topic_lineage.pipeline import run_build
-    from topic_lineage.scd import walk
     from topic_lineage.snapshot import parse_snapshot
     from topic_lineage.spark import INTERPRETED_CONF, driver_java_options, get_spark
 
@@ -56,14 +55,12 @@ def _workload(dump_to: str) -> None:
     spark = get_spark("topic-lineage-jvm-archive", conf={  # (archives are off in this process)
         "spark.driver.extraJavaOptions": f"{driver_java_options()} -XX:ArchiveClassesAtExit={dump_to}"})
     only_build = {"validate": False, "publish": False}  # a small version's gate runs no Spark
-    run_build(spark, full_refresh=True, **only_build)  # the walk
+    run_build(spark, full_refresh=True, **only_build)
     store.save_all([parse_snapshot(WORKLOAD[-1])], "import:jsonl")
     run_build(spark, **only_build)  # incremental
-    os.environ[walk.WALK_ENV] = "0"
-    run_build(spark, full_refresh=True, **only_build)  # set-based, generated code
     for key, value in INTERPRETED_CONF.items():
         spark.conf.set(key, value)
-    run_build(spark, full_refresh=True, **only_build)  # set-based, interpreted
+    run_build(spark, full_refresh=True, **only_build)  # interpreted
     spark.sql("SELECT count(*) FROM parquet.`{}`".format(
         next(Path(os.environ["TOPIC_LINEAGE_HOME"]).rglob("*.parquet")))).collect()
     gateway = spark.sparkContext._gateway

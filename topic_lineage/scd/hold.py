@@ -1,8 +1,8 @@
 """The mass-deletion hold's thresholds (contract R3), defined once.
 
 Plain Python (no pyspark): the no-op decision (:mod:`topic_lineage.noop`), the reference fold
-(:mod:`topic_lineage.scd.reference`) and the Spark transforms
-(:mod:`topic_lineage.scd.incarnations`) all take their defaults from here.
+(:mod:`topic_lineage.scd.reference`) and the walk (:mod:`topic_lineage.scd.walk`) all take
+their defaults from here.
 """
 
 from __future__ import annotations

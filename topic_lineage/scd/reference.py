@@ -1,11 +1,11 @@
 """The executable form of the contract's rules R1-R6: a plain-Python reference of the SCD build.
 
 A sequential fold over each cluster's snapshots in ``captured_at`` order, no Spark. It exists to
-be read (this is what the rules mean, one snapshot at a time) and to be compared with the two
-derivations the builds use: :mod:`topic_lineage.scd.incarnations`, which computes the same rows
-with set operations in Spark, and :mod:`topic_lineage.scd.walk`, the same fold kept linear; the
-property tests (``tests/test_scd_properties.py``, ``tests/test_scd_walk.py``) check that each
-agrees with this one row for row on random histories.
+be read (this is what the rules mean, one snapshot at a time) and to be compared with the
+derivation the builds use, :mod:`topic_lineage.scd.walk` (the same fold kept linear, run in Spark
+tasks by :mod:`topic_lineage.scd.walk_job`); the property tests (``tests/test_scd_walk.py`` in
+process, ``tests/test_scd_properties.py`` through Spark builds) check that it agrees with this
+one row for row on random histories.
 It is far too slow for real data: use it on test-sized histories only.
 
 Per cluster, for each snapshot S in time order (the same snapshot given twice counts once):
@@ -16,7 +16,9 @@ Per cluster, for each snapshot S in time order (the same snapshot given twice co
    cluster) for a name whose holder is a live ID-less incarnation joins it (``id_assigned``). A
    topic without an ID (no ID reported, or its describe failed) belongs to its name's holder (the
    incarnation of the name's latest observation) while that holder is live, else to a new
-   ID-less incarnation keyed by the name.
+   ID-less incarnation keyed by the name. A describe error without an ID carries no identity
+   (R2): it keeps its name's live holder present, and without one it is no observation at all
+   (it opens no incarnation, closes and counts nothing).
 2. **Hold (R3).** A complete, non-authoritative S is held when the live incarnations it would
    close by absence (live, not shown in S, not already lacking from an earlier complete
    snapshot, and whose name S does not show under another identity) number at least
@@ -134,7 +136,11 @@ class _Cluster:
                     continue
                 ids.add(topic.topic_id)
             topics.append(topic)
-        return [(topic, *self._resolve(topic)) for topic in topics]
+        resolved = [(topic, *self._resolve(topic)) for topic in topics]
+        # R2: a describe error carries no identity; without a live incarnation of its name it
+        # opens none (the incarnation starts at the first observation with an identity)
+        return [(topic, inc, assigns) for topic, inc, assigns in resolved
+                if inc is not None or topic.topic_id is not None or topic.error is None]
 
     # -- one snapshot -----------------------------------------------------------------------
     def apply(self, snapshot: Snapshot) -> None:

@@ -1,21 +1,19 @@
 """How a topic incarnation is decided, as one walk over each cluster's snapshots in time order.
 
-The derivation of every store up to :func:`walk_limit` (:mod:`topic_lineage.scd.build` chooses;
-the set-based Spark derivation, :mod:`topic_lineage.scd.incarnations`, above it). A
-:class:`ClusterWalk` takes one cluster's snapshots in time order, each as an Arrow table of its
-topics, and gives ``snapshot_runs`` (with ``held``) and ``topic_incarnations`` (without
-``topic_uuid``, which the writer adds) as Arrow tables at any point. A build saves each
-cluster's walk with the version (:meth:`ClusterWalk.dumps`), so the next build walks only the
-new snapshots. No Spark, no I/O: the build reads the files and writes the tables.
+The production derivation. A :class:`ClusterWalk` takes one cluster's snapshots in time order,
+each as an Arrow table of its topics, and gives ``snapshot_runs`` (with ``held``) and
+``topic_incarnations`` (without ``topic_uuid``, which the writer adds) as Arrow tables at any
+point. It runs in Spark tasks, one per cluster (:mod:`topic_lineage.scd.walk_job`), which save
+each cluster's walk with the version (:meth:`ClusterWalk.dumps`), so the next build walks only
+the new snapshots. No Spark and no I/O here: the task reads the files and writes the tables.
 
-Why a walk: the rules R1-R6 are a fold per cluster in time order. The set-based derivation
-computes the same rows with about twenty window stages over every observation: seconds of
-Spark jobs and planning on a small store, and a sort of every observation on a large one
-(issue #24). The walk touches each observation once, and most observations cost a few vector
+Why a walk: the rules R1-R6 are a fold per cluster in time order. A set-based derivation (about
+twenty window stages over every observation, which this replaced) costs seconds of Spark jobs
+and planning on a small store and a sort of every observation on a large one (issues #24,
+#40). The walk touches each observation once, and most observations cost a few vector
 operations, not Python: an observation that repeats the previous snapshot's exactly (same
 name, ID and attributes) changes nothing but its incarnation's ``last_seen``
-(:meth:`ClusterWalk._steady`). Reading and walking 10 million observations takes about 10 s
-(15 s of CPU with the reading threads) in 245 MiB.
+(:meth:`ClusterWalk._steady`).
 
 It is the rules of :mod:`topic_lineage.scd.reference` (read that module's docstring for what
 they mean, one snapshot at a time), kept in the same order, with the state that makes them
@@ -29,10 +27,10 @@ cheap. The reference looks at every incarnation ever seen, at every snapshot; th
 - ``idless_names``: per name, the incarnations without an ID whose latest name it is (R3's
   "shown again" count for an ID-less name seen after its incarnation ended).
 
-The property tests (``tests/test_scd_walk.py``) check that the walk equals the reference row for
-row on random histories, also when it is saved and continued between any two snapshots; the
-build tests (``tests/test_scd_order.py``, ``tests/test_walk_build.py``) that a build by the walk
-equals the set-based one and the full refresh.
+The property tests check that the walk equals the reference row for row on random histories:
+``tests/test_scd_walk.py`` in process, also when it is saved and continued between any two
+snapshots; ``tests/test_scd_properties.py`` through the store and Spark builds, full and
+incremental.
 """
 
 from __future__ import annotations
@@ -44,11 +42,6 @@ from topic_lineage import tables as t
 from topic_lineage.scd.hold import HoldPolicy
 from topic_lineage.scd.reference import incarnation_key, is_held, key_stamp
 
-WALK, SET_BASED = "walk", "set-based"
-"""A version manifest's ``derivation``: by this walk, or by topic_lineage.scd.incarnations."""
-WALK_ENV = "TOPIC_LINEAGE_WALK_MB"
-DEFAULT_WALK_MB = 4096.0
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ATTRS = (t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL)
 
@@ -57,21 +50,20 @@ INCARNATION_COLUMNS = tuple(c for c in t.ddl_columns(t.TOPIC_INCARNATIONS_DDL) i
 RUN_COLUMNS = tuple(t.ddl_columns(t.SNAPSHOT_RUNS_DDL))
 
 
-def walk_limit() -> int:
-    """Bytes of stored snapshot files up to which a build derives by the walk
-    (``$TOPIC_LINEAGE_WALK_MB``, default 4096; 0: never, always the set-based derivation)."""
-    from topic_lineage.fsutil import size_setting
-
-    return size_setting(WALK_ENV, DEFAULT_WALK_MB, "always use the set-based derivation")
-
-
-def walks(store_bytes: int) -> bool:
-    """Whether a store of ``store_bytes`` is derived by the walk."""
-    limit = walk_limit()
-    return limit > 0 and store_bytes <= limit
-
-
 # --- one incarnation ------------------------------------------------------------------------------
+@dataclass(eq=False, slots=True)
+class _Version:
+    """One version of an incarnation: a row of ``topic_incarnations`` in the making."""
+
+    alias: str
+    topic_id: str | None
+    name: str
+    attrs: tuple  # partition_count, replication_factor, is_internal
+    change: str
+    valid_from: int
+    valid_to: int | None = None
+
+
 @dataclass(eq=False, slots=True)
 class _Life:
     """One incarnation and the gap after its latest observation (``in_gap``)."""
@@ -79,7 +71,7 @@ class _Life:
     key: str
     topic_id: str | None  # None while ID-less (keyed by name)
     first_seen: int  # microseconds since the epoch, like every instant here
-    versions: list = field(default_factory=list)  # [alias, topic_id, name, attrs, change, from, to]
+    versions: list[_Version] = field(default_factory=list)
     last_seen: int = 0
     last_name: str | None = None
     attrs: tuple = (None, None, None)
@@ -270,7 +262,10 @@ class ClusterWalk:
                     continue
                 ids.add(topic_id)
             topic = (name, topic_id, (partitions[i], replication[i], internal[i]), errors[i])
-            resolved.append((topic, *self._resolve(name, topic_id)))
+            life, assigns_id = self._resolve(name, topic_id)
+            if life is None and topic_id is None and errors[i] is not None:
+                continue  # R2: a describe error opens no incarnation (no identity)
+            resolved.append((topic, life, assigns_id))
         return resolved
 
     def _observe(self, now: int, alias: str, topic: tuple, life: _Life | None, assigns_id: bool) -> _Life:
@@ -282,7 +277,7 @@ class ClusterWalk:
             self.active.discard(life)
             if end is not None:
                 life.closed_at.append(end)
-                life.versions[-1][6] = end
+                life.versions[-1].valid_to = end
                 if life.topic_id is None and not assigns_id:
                     # an ID-less life cannot reappear: its gap stays as it was, a new life starts
                     life.in_gap = True
@@ -309,18 +304,18 @@ class ClusterWalk:
             change = "created"
         elif reappeared:
             change = "reappeared"
-        elif previous[1] is None and life.topic_id is not None:
+        elif previous.topic_id is None and life.topic_id is not None:
             change = "id_assigned"
-        elif previous[2] != name:
+        elif previous.name != name:
             change = "renamed"
-        elif previous[3] != attrs:
+        elif previous.attrs != attrs:
             change = "attributes_changed"
         else:
             change = None
         if change is not None:
-            if previous is not None and previous[6] is None:
-                previous[6] = now
-            life.versions.append([alias, life.topic_id, name, attrs, change, now, None])
+            if previous is not None and previous.valid_to is None:
+                previous.valid_to = now
+            life.versions.append(_Version(alias, life.topic_id, name, attrs, change, now))
         life.attrs, life.last_seen, life.last_name = attrs, now, name
         if life.topic_id is None:
             self.idless_names[name] = self.idless_names.get(name, 0) + 1
@@ -339,17 +334,15 @@ class ClusterWalk:
                 ends.append(end)
             deleted_at = min(ends) if ends else None
             last = len(life.versions)
-            for number, (alias, topic_id, name, attrs, change, valid_from, valid_to) in enumerate(
-                life.versions, start=1
-            ):
-                if number == last and end is not None:
-                    valid_to = end
+            for number, row in enumerate(life.versions, start=1):
+                valid_to = end if number == last and end is not None else row.valid_to
+                partitions, replication, internal = row.attrs
                 for column, value in (
                     (t.INCARNATION_KEY, life.key), (t.CLUSTER_ID, self.cluster_id),
-                    (t.CLUSTER_ALIAS, alias), (t.TOPIC_ID, topic_id), (t.TOPIC_NAME, name),
-                    (t.VERSION, number), (t.CHANGE_TYPE, change),
-                    (t.PARTITION_COUNT, attrs[0]), (t.REPLICATION_FACTOR, attrs[1]),
-                    (t.IS_INTERNAL, attrs[2]), (t.VALID_FROM, valid_from), (t.VALID_TO, valid_to),
+                    (t.CLUSTER_ALIAS, row.alias), (t.TOPIC_ID, row.topic_id), (t.TOPIC_NAME, row.name),
+                    (t.VERSION, number), (t.CHANGE_TYPE, row.change),
+                    (t.PARTITION_COUNT, partitions), (t.REPLICATION_FACTOR, replication),
+                    (t.IS_INTERNAL, internal), (t.VALID_FROM, row.valid_from), (t.VALID_TO, valid_to),
                     (t.IS_CURRENT, valid_to is None), (t.FIRST_SEEN_AT, life.first_seen),
                     (t.LAST_SEEN_AT, life.last_seen), (t.DELETED_AT, deleted_at),
                 ):
@@ -381,7 +374,7 @@ class ClusterWalk:
         return walk
 
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 """Version of :meth:`ClusterWalk.dumps`' layout."""
 
 

@@ -2,7 +2,7 @@
 
 Every build writes a new directory ``versions/<version>/`` holding one sub-directory of Parquet
 files per table (every contract column is inside the files; nothing lives only in directory
-names), an internal ``_state/`` table used by the next incremental build, and ``manifest.json``
+names), ``_walk_state/`` (each cluster's saved walk, which the next incremental build continues), and ``manifest.json``
 saying what the version is (status, snapshots it includes, mode, row counts). Nothing in a version
 directory is modified after it is built, except its manifest's status.
 
@@ -54,7 +54,6 @@ from topic_lineage.warehouse.versions import (
     MANIFEST,
     PUBLISHED,
     REJECTED,
-    STATE_TABLE,
     VALIDATED,
     WALK_STATE,
     WarehouseError,
@@ -71,7 +70,7 @@ from topic_lineage.warehouse.versions import (
 
 __all__ = [
     "BUILDING", "BUILT", "DEFAULT_KEEP", "KEEP_ENV", "MANIFEST", "PUBLISHED", "REJECTED",
-    "STATE_TABLE", "VALIDATED", "WALK_STATE",
+    "VALIDATED", "WALK_STATE",
     "BuildLockedError", "PublishDecision", "PublishOutcome", "PublishRefused", "QueryRefused",
     "WarehouseError",
     "apply_retention", "build_lock", "check_read_only", "current_version", "decide_publish",

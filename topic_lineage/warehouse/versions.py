@@ -16,7 +16,6 @@ from topic_lineage.fsutil import write_durably
 MANIFEST = "manifest.json"
 STORE_FINGERPRINT = "store_fingerprint"
 """Manifest key: the store listing a version was built from (:mod:`topic_lineage.noop`)."""
-STATE_TABLE = "_state"
 WALK_STATE = "_walk_state"
 """A version's saved walks, one file per cluster (:mod:`topic_lineage.scd.walk`)."""
 KEEP_ENV = "TOPIC_LINEAGE_KEEP_VERSIONS"

@@ -1,0 +1,314 @@
+"""The derivation as a Spark job: one task per Kafka cluster walks that cluster's snapshots.
+
+The driver plans (:func:`topic_lineage.scd.build._plan_walks`: which files each cluster walks,
+and whether it continues the base version's saved walk) and collects one summary row per
+cluster; it does no per-observation work. Each task runs :func:`walk_cluster` in a Python
+worker on an executor: it reads the cluster's snapshot files in time order, walks them
+(:class:`topic_lineage.scd.walk.ClusterWalk`, the rules R1-R6), and writes the cluster's part of
+the version itself, with pyarrow:
+
+- ``topic_snapshots``: the observations of the snapshots new to this version;
+- ``_walk_state``: the cluster's walk, which the next incremental build continues;
+- ``snapshot_runs`` and ``topic_incarnations``: one file each, every row of the cluster.
+
+Why tasks write their own files: a cluster's rows come out of one walk, and Spark would add a
+job per table (and a shuffle) to write what one task already holds. Every file is written under
+a hidden name and renamed into place, named by cluster and version, so a retried or speculative
+task rewrites the same file: the outputs are the same whichever attempt wins. Executors read
+the store and write the version where the driver does, so on a cluster both live on storage
+every node mounts, as Spark's own Parquet reads and writes need.
+
+Why one task per cluster: R1-R6 are a fold per cluster in time order; clusters are independent.
+``spark.range(0, n, 1, n)`` gives each cluster a partition of its own (a hash partitioning by
+cluster would put several on one task), largest cluster first, so ``local[N]`` or a standalone
+cluster's executors walk N clusters at once. One cluster's walk is one task: its speed and memory
+are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from topic_lineage import tables as t
+from topic_lineage.scd import walk
+from topic_lineage.scd.hold import HoldPolicy
+
+SUMMARY_DDL = (
+    "cluster_id STRING, snapshots BIGINT, first_file STRING, walked BIGINT, continued BOOLEAN, seconds DOUBLE, "
+    "host STRING, pid INT, executor STRING, peak_rss_mib DOUBLE, error_path STRING, error STRING"
+)
+"""What each task reports: its cluster, the snapshot files it walked (how many, the first: the
+rest follow it in time order) and their observations, whether it continued a saved walk, where it ran and its worker's peak resident set; or the stored file it
+could not read (a clear error for the driver to raise, not a task failure Spark would retry)."""
+
+_READ_AHEAD = 8
+"""Snapshot files read ahead of the walk (in threads: pyarrow decodes without the GIL)."""
+OBSERVATION_ROWS = 1_000_000
+"""Observations per ``topic_snapshots`` file a task writes (planned by the driver: a task's)."""
+
+
+@dataclass(frozen=True)
+class ClusterTask:
+    """What one task derives: one cluster's snapshot files, in time order."""
+
+    cluster_id: str
+    files: tuple[str, ...]  # absolute paths of every snapshot file of the cluster to walk
+    observe: tuple[bool, ...]  # per file: its observations are new to this version
+    base_state: str | None  # the base version's saved walk to continue, if this code wrote it
+    continue_after: int  # with base_state: files[:continue_after] are walked in it already
+    version: str
+    out: str  # the version's directory
+    policy: HoldPolicy
+    input_bytes: int
+    observation_rows: int = OBSERVATION_ROWS
+
+
+def part_name(cluster_id: str, version: str, suffix: str = "") -> str:
+    """The file name of a cluster's part of a table in a version (the same for every attempt)."""
+    digest = hashlib.sha256(cluster_id.encode()).hexdigest()[:16]
+    return f"part-walk-{digest}-{version}{suffix}.zstd.parquet"
+
+
+def state_file(directory: Path, cluster_id: str) -> Path:
+    return directory / f"{t.cluster_partition(cluster_id)}.walk"
+
+
+# --- the driver's side -----------------------------------------------------------------------------
+def run(spark, tasks: list[ClusterTask]) -> list[dict]:
+    """Run one task per cluster; their summaries (``SUMMARY_DDL``), one per cluster. A stored
+    snapshot file a task could not read is raised here as the store's error naming it."""
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    if not tasks:
+        return []
+    plan = sorted(tasks, key=lambda task: (-task.input_bytes, task.cluster_id))  # largest first
+    job = spark.range(0, len(plan), 1, len(plan)).mapInArrow(partial(_run_tasks, plan), SUMMARY_DDL)
+    summaries = job.toArrow().to_pylist()
+    if sorted(s["cluster_id"] for s in summaries) != sorted(task.cluster_id for task in plan):
+        raise RuntimeError(f"the walk job reported clusters {sorted(s['cluster_id'] for s in summaries)}, "
+                           f"planned {sorted(task.cluster_id for task in plan)}")
+    for summary in summaries:
+        if summary["error_path"] is not None:
+            raise CorruptSnapshotFileError(Path(summary["error_path"]), summary["error"])
+    return summaries
+
+
+def _run_tasks(plan: list[ClusterTask], batches):
+    """The job's function (``mapInArrow``): each input row is a task's index in ``plan``."""
+    import pyarrow as pa
+
+    schema = _summary_schema()
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield pa.RecordBatch.from_pylist([walk_cluster(plan[index])], schema=schema)
+
+
+def _summary_schema():
+    import pyarrow as pa
+
+    kinds = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
+             "INT": pa.int32()}
+    return pa.schema([(name, kinds[kind]) for name, kind in
+                      (column.strip().split() for column in SUMMARY_DDL.split(","))])
+
+
+# --- the task's side -------------------------------------------------------------------------------
+def walk_cluster(task: ClusterTask) -> dict:
+    """Walk one cluster and write its part of the version (in a task: see the module docstring)."""
+    import resource
+    import socket
+
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    started = time.monotonic()
+    out = Path(task.out)
+    walk_ = None
+    if task.base_state is not None:
+        walk_ = walk.ClusterWalk.loads(Path(task.base_state).read_bytes(), task.cluster_id, task.policy)
+    first = task.continue_after if walk_ is not None else 0
+    if walk_ is None:
+        walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
+    files, observe = task.files[first:], task.observe[first:]
+    summary = {"cluster_id": task.cluster_id, "snapshots": len(files), "first_file": next(iter(files), None),
+               "walked": 0,
+               "continued": first > 0, "host": socket.gethostname(), "pid": os.getpid(),
+               "executor": _executor_id(), "error_path": None, "error": None}
+    try:
+        with _ObservationWriter(out / t.TOPIC_SNAPSHOTS, task) as observations:
+            for path, rows, is_new in _read_ahead(files, observe):
+                if is_new:
+                    observations.add(rows)
+                summary["walked"] += _walk_file(walk_, path, rows)
+    except CorruptSnapshotFileError as exc:
+        summary.update(error_path=str(exc.path), error=exc.reason)
+    else:
+        _write_atomically(state_file(out / _walk_state_dir(), task.cluster_id), walk_.dumps())
+        runs, incarnations = walk_.tables()
+        _write_part(runs, out / t.SNAPSHOT_RUNS, part_name(task.cluster_id, task.version))
+        _write_part(_with_topic_uuid(incarnations), out / t.TOPIC_INCARNATIONS,
+                    part_name(task.cluster_id, task.version))
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    summary["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return summary
+
+
+def _walk_state_dir() -> str:
+    from topic_lineage.warehouse import WALK_STATE
+
+    return WALK_STATE
+
+
+def _executor_id() -> str | None:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return None
+    return context.getLocalProperty("spark.executor.id") or os.environ.get("SPARK_EXECUTOR_ID")
+
+
+def _with_topic_uuid(incarnations):
+    """``topic_incarnations`` as published: the walk's rows with ``topic_uuid``, in the DDL's
+    column order."""
+    from topic_lineage.topic_id import rfc4122_array
+
+    uuids = rfc4122_array(incarnations.column(t.TOPIC_ID))
+    schema = t.arrow_schema_of(t.TOPIC_INCARNATIONS_DDL)
+    return incarnations.append_column(t.TOPIC_UUID, uuids).select(schema.names).cast(schema)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    hidden = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    hidden.write_bytes(data)
+    os.replace(hidden, path)
+
+
+def _write_part(table, directory: Path, name: str) -> None:
+    """One Parquet file of a table, under a hidden name first (Spark and DuckDB skip those)."""
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    hidden = directory / f".{name}.{os.getpid()}.tmp"
+    pq.write_table(table, hidden, compression="zstd")
+    os.replace(hidden, directory / name)
+
+
+def _read_ahead(paths, observe):
+    """``(path, rows, is_new)`` of each snapshot file in order, read :data:`_READ_AHEAD` ahead."""
+    from collections import deque
+
+    with ThreadPoolExecutor(2, thread_name_prefix="walk-read") as pool:
+        pending = deque()
+        for path, is_new in zip(paths, observe, strict=True):
+            pending.append((path, pool.submit(_read_snapshot_file, Path(path)), is_new))
+            if len(pending) > _READ_AHEAD:
+                path_, rows, new = pending.popleft()
+                yield path_, rows.result(), new
+        while pending:
+            path_, rows, new = pending.popleft()
+            yield path_, rows.result(), new
+
+
+def _read_snapshot_file(path: Path):
+    """A stored snapshot file's rows (the store's schema); a damaged file is a clear error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    schema = t.arrow_store_schema()
+    try:
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
+        # pandas (seconds of a task's time in a fresh Python worker)
+        return pq.ParquetFile(path).read(columns=schema.names).cast(schema)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
+
+
+def _walk_file(walk_: walk.ClusterWalk, path, rows) -> int:
+    """Walk the snapshot a store file holds (one, its topics in name order: topic_lineage.store);
+    returns its observations."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    path = Path(path)
+    if rows.num_rows == 0:
+        raise CorruptSnapshotFileError(path, "no rows")
+    instants = rows.column(t.CAPTURED_AT)
+    if rows.column(t.CLUSTER_ID).unique().to_pylist() != [walk_.cluster_id] \
+            or pc.count_distinct(instants).as_py() != 1:
+        raise CorruptSnapshotFileError(path, "holds rows of more than one snapshot, or of another cluster")
+    head = rows.slice(0, 1).select(list(walk.SNAPSHOT_COLUMNS)).to_pylist()[0]
+    head[t.CAPTURED_AT] = instants.cast(pa.int64())[0].as_py()
+    topics = rows.select(list(walk.TOPIC_COLUMNS)).filter(pc.is_valid(rows.column(t.TOPIC_NAME)))
+    names = topics.column(t.TOPIC_NAME)
+    if len(names) > 1 and not pc.all(pc.less(names.slice(0, len(names) - 1), names.slice(1))).as_py():
+        topics = topics.sort_by(t.TOPIC_NAME)
+    try:
+        walk_.snapshot(head, topics)
+    except ValueError as exc:
+        raise CorruptSnapshotFileError(path, f"{exc} (its file name gives another time)") from None
+    return topics.num_rows
+
+
+class _ObservationWriter:
+    """Writes a cluster's new observations to ``topic_snapshots`` with pyarrow, the task's
+    ``observation_rows`` per file, in a thread (observations are copied, not derived)."""
+
+    def __init__(self, path: Path, task: ClusterTask):
+        self.path, self.cluster_id, self.version = path, task.cluster_id, task.version
+        self.per_file = task.observation_rows
+        self.pending, self.rows, self.files = [], 0, []
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="walk-topic-snapshots")
+
+    def __enter__(self):
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def add(self, store_rows) -> None:
+        self.pending.append(store_rows)
+        self.rows += store_rows.num_rows
+        if self.rows >= self.per_file:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        writing = [f for f in self.files if not f.done()]
+        if len(writing) > 1:  # at most two files in the writing: memory stays bounded
+            writing[0].result()
+        name = part_name(self.cluster_id, self.version, f"-{len(self.files):05d}")
+        self.files.append(self.pool.submit(self._write, self.pending, name))
+        self.pending, self.rows = [], 0
+
+    def _write(self, parts: list, name: str) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from topic_lineage.topic_id import rfc4122_array
+
+        rows = pa.concat_tables(parts)
+        rows = rows.filter(pc.is_valid(rows.column(t.TOPIC_NAME)))  # not empty snapshots' markers
+        schema = t.arrow_schema_of(t.TOPIC_SNAPSHOTS_DDL)
+        columns = {t.TOPIC_UUID: rfc4122_array(rows.column(t.TOPIC_ID))}
+        table = pa.Table.from_arrays(
+            [columns[f.name] if f.name in columns else rows.column(f.name) for f in schema], schema=schema)
+        _write_part(table, self.path, name)
+
+    def __exit__(self, kind, error, trace):
+        try:
+            if error is None:
+                self._flush()
+            for written in self.files:
+                written.result()
+        finally:
+            self.pool.shutdown()
+        return False
