@@ -107,8 +107,8 @@ def read_token() -> str:
     except OSError as exc:
         raise SparkServerError(
             f"cannot read the Spark Connect server's token {path} ({exc.strerror}): the server "
-            "refuses clients without it; 'topic-lineage airflow setup' creates it (and 'airflow "
-            "start' restarts the server with it)") from None
+            "refuses clients without it; 'topic-lineage airflow stop' and 'topic-lineage "
+            "airflow start' restart the server with a new one") from None
     if mode & 0o077:
         raise SparkServerError(f"the Spark Connect server's token {path} is readable by others "
                                f"(mode {mode:04o}); run: chmod 600 {path}")
