@@ -252,5 +252,8 @@ def test_the_server_refuses_clients_without_its_token(tl_home, monkeypatch):
             path.chmod(0o600)
     finally:
         assert spark_server.stop()
+    # the token is in its file only (not in the server's log nor in its state file)
+    holding = [f for f in tl_home.rglob("*") if f.is_file() and token.encode() in f.read_bytes()]
+    assert holding == [path]
     # the token is kept for the next start (like the admin password)
     assert spark_server.read_token() == token
