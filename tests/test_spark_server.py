@@ -157,3 +157,103 @@ def test_build_validate_publish_on_the_server_equals_a_local_build(tl_home, monk
          "--version-id", "local"], env)
     assert wh.current_version() == published
     assert _published_rows(tl_home, published) == _published_rows(tl_home, "local")
+
+
+CLIENT = """
+import sys
+from topic_lineage.local import spark_server
+how, url = sys.argv[1], sys.argv[2]
+if how == "product":  # as every client the product starts: query, build, validate, the warm process
+    spark = spark_server.connect(url)
+elif how == "no-token":  # PySpark's own client on the server's URL, as any local process could
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.remote(url).getOrCreate()
+else:  # the product's channel with another token
+    import os
+    from pyspark.sql.connect.session import SparkSession
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    channel = spark_server._loopback_channel(url, how)
+    spark = SparkSession.builder.channelBuilder(channel).getOrCreate()
+print("rows", spark.range(3).count())
+"""
+
+
+def _client(home: Path, how: str, url: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home)}
+    for name in (spark_server.REMOTE_ENV, spark_server.TOKEN_ENV):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-c", CLIENT, how, url], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def _command_lines(pid: int) -> list[str]:
+    """The command lines of ``pid`` and of every process below it."""
+    lines, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        proc = Path(f"/proc/{current}")
+        try:
+            lines.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            for task in (proc / "task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # ended meanwhile
+            continue
+    return lines
+
+
+def test_the_server_refuses_clients_without_its_token(tl_home, monkeypatch):
+    """The server started as the deployment starts it takes a token: a client without it, or
+    with another, is refused with an authentication error; the product's client (which reads
+    the home's 0600 token file) is served; without the file it fails naming the file; the
+    token is on no command line."""
+    monkeypatch.setenv(spark_server.PORT_ENV, str(free_port()))
+    monkeypatch.setenv("TOPIC_LINEAGE_DRIVER_MEMORY", "1g")
+    monkeypatch.setenv("TOPIC_LINEAGE_WARM", "off")  # not needed here
+    monkeypatch.delenv(spark_server.TOKEN_ENV, raising=False)
+    state = spark_server.start()
+    try:
+        path = spark_server.token_path()
+        assert path.stat().st_mode & 0o777 == 0o600
+        token = spark_server.read_token()
+        assert len(token) >= 32
+        url = spark_server.remote_url()
+        assert url == f"sc://127.0.0.1:{state['port']}" and token not in url
+        lines = _command_lines(state["pid"])
+        assert any(spark_server.SERVER_CLASS in line for line in lines), lines  # the server's JVM
+        assert not [line for line in lines if token in line]
+
+        served = _client(tl_home, "product", url)
+        assert served.returncode == 0 and "rows 3" in served.stdout, served.stderr[-3000:]
+
+        without = _client(tl_home, "no-token", url)
+        assert without.returncode != 0 and "rows" not in without.stdout
+        assert "No authentication token provided" in without.stderr, without.stderr[-3000:]
+
+        wrong = _client(tl_home, "x" + token[1:], url)
+        assert wrong.returncode != 0 and "rows" not in wrong.stdout
+        assert "Invalid authentication token" in wrong.stderr, wrong.stderr[-3000:]
+
+        # the product's client without the token file: an error that names the file
+        path.rename(path.with_name("moved"))
+        try:
+            missing = _client(tl_home, "product", url)
+        finally:
+            path.with_name("moved").rename(path)
+        assert missing.returncode != 0 and "rows" not in missing.stdout
+        assert f"cannot read the Spark Connect server's token {path}" in missing.stderr, \
+            missing.stderr[-3000:]
+
+        # a token file others can read is refused too, naming the file
+        path.chmod(0o644)
+        try:
+            with pytest.raises(spark_server.SparkServerError, match=f"{path} is readable by others"):
+                spark_server.read_token()
+        finally:
+            path.chmod(0o600)
+    finally:
+        assert spark_server.stop()
+    # the token is in its file only (not in the server's log nor in its state file)
+    holding = [f for f in tl_home.rglob("*") if f.is_file() and token.encode() in f.read_bytes()]
+    assert holding == [path]
+    # the token is kept for the next start (like the admin password)
+    assert spark_server.read_token() == token

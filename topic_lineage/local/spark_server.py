@@ -7,6 +7,18 @@ start a JVM of its own.
 (``org.apache.spark.sql.connect.service.SparkConnectServer``, run by ``spark-submit``), listening
 on the loopback address only. Its pid and port are kept in ``$TOPIC_LINEAGE_HOME/spark-connect.json``.
 
+Authentication: the server takes a token (Spark's pre-shared key, ``SPARK_CONNECT_AUTHENTICATE_TOKEN``
+in its environment): a client without it, or with another, is refused (``UNAUTHENTICATED``). The
+token is generated once per home into ``$TOPIC_LINEAGE_HOME/spark-connect.token`` (mode 0600,
+readable by the user only, as the Airflow admin password is) and never put on a command line
+(``ps`` shows argv, Airflow's event log records CLI command lines). :func:`connect` reads it
+from that file and sends it as ``Authorization: Bearer ...`` on a plaintext gRPC channel with
+gRPC's *local* credentials, which carry a token only to a loopback peer: what PySpark itself
+does for ``sc://localhost`` with a token (its local mode), with the address pinned to
+127.0.0.1, where the server listens (``localhost`` may resolve to ``::1`` first, a port the
+server does not hold). PySpark sends a token over TLS to any other host, so the URL stays
+``sc://127.0.0.1:PORT`` and carries no token.
+
 Tables: the server's in-memory catalog is shared by its clients, so the published version's
 tables are registered there once per published version (marked by a table property) and reused
 by every later query; a query of another ``--version`` does not use the server.
@@ -17,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -31,6 +44,10 @@ from topic_lineage.spark import STATUS_RETENTION, driver_java_options
 
 REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
 PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
+TOKEN_FILE = "spark-connect.token"
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+"""Where the server reads its token (Spark's ``Connect.getAuthenticateToken``: the
+``spark.connect.authenticate.token`` conf, else this variable); set in its environment only."""
 DEFAULT_PORT = 15002
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 VERSION_PROPERTY = "topic_lineage.version"
@@ -50,6 +67,55 @@ def _spark_submit() -> str:
     import pyspark
 
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def token_path() -> Path:
+    """This home's Spark Connect token: ``$TOPIC_LINEAGE_HOME/spark-connect.token`` (0600)."""
+    return t.home() / TOKEN_FILE
+
+
+def ensure_token() -> Path:
+    """Generate this home's token unless it exists (created 0600, never wider, and never
+    replaced: a second writer keeps the first's); its path."""
+    path = token_path()
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(tmp, path)  # fails when another process made one meanwhile: keep that one
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_token() -> str:
+    """This home's token; :class:`SparkServerError` naming the file when it is missing,
+    unreadable, empty or readable by others."""
+    path = token_path()
+    try:
+        mode = path.stat().st_mode & 0o777
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SparkServerError(
+            f"cannot read the Spark Connect server's token {path} ({exc.strerror}): the server "
+            "refuses clients without it; 'topic-lineage airflow stop' and 'topic-lineage "
+            "airflow start' restart the server with a new one") from None
+    if mode & 0o077:
+        raise SparkServerError(f"the Spark Connect server's token {path} is readable by others "
+                               f"(mode {mode:04o}); run: chmod 600 {path}")
+    if not token:
+        raise SparkServerError(f"the Spark Connect server's token {path} is empty; delete it "
+                               "and restart the server ('topic-lineage airflow stop', 'start')")
+    return token
 
 
 def _answers(port: int, timeout: float = 0.5) -> bool:
@@ -82,8 +148,9 @@ def start_for_deployment() -> dict | None:
     """``topic-lineage airflow start``: start the server in the background when
     ``$TOPIC_LINEAGE_CONNECT=on`` (queries fall back to ``local[2]`` until it listens).
 
-    Opt-in: the server has no authentication yet (any local process could run SQL, and so write
-    files, with its rights, which the local deployment's login and read-only queries forbid)."""
+    Opt-in (issue #40 decides the default): the server refuses clients without this home's
+    token (:func:`read_token`), but runs SQL, and so writes files, with the user's rights for
+    any client that has it."""
     if os.environ.get("TOPIC_LINEAGE_CONNECT", "").lower() not in ("on", "1", "true", "yes"):
         return None
     try:
@@ -105,7 +172,10 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
     logs = t.home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / "spark-connect.out"
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    ensure_token()
+    # The token goes in the server's environment, never on its command line (ps shows argv).
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           TOKEN_ENV: read_token()}
     conf = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
@@ -169,11 +239,46 @@ def stop(timeout_s: float = 30) -> bool:
     return True
 
 
-def connect(url: str):
-    """A Spark Connect session on ``url``."""
-    from pyspark.sql import SparkSession
+def _home_server_url() -> str | None:
+    """``sc://127.0.0.1:PORT`` of this home's server while its process lives, else ``None``."""
+    state = _state()
+    return f"sc://127.0.0.1:{state['port']}" if state else None
 
-    return SparkSession.builder.remote(url).getOrCreate()
+
+def _loopback_channel(url: str, token: str):
+    """PySpark's channel builder for ``url`` (``sc://127.0.0.1:PORT``) that sends ``token`` as
+    a bearer token over plaintext, to a loopback peer only (gRPC's local credentials refuse any
+    other): PySpark's own way for ``sc://localhost`` (``DefaultChannelBuilder.toChannel``),
+    for the address the server listens on."""
+    import grpc
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    class LoopbackChannelBuilder(DefaultChannelBuilder):
+        def toChannel(self):
+            credentials = grpc.composite_channel_credentials(
+                grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP),
+                grpc.access_token_call_credentials(self.token))
+            return self._secure_channel(self.endpoint, credentials)
+
+    builder = LoopbackChannelBuilder(url)
+    builder.set(DefaultChannelBuilder.PARAM_TOKEN, token)
+    return builder
+
+
+def connect(url: str):
+    """A Spark Connect session on ``url``: on this home's server with its token
+    (:func:`read_token`, an error naming the file when it cannot be read); on another server
+    (``$TOPIC_LINEAGE_SPARK_REMOTE``) as PySpark connects to ``url`` (its ``;token=`` or
+    ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``, over TLS)."""
+    if url != _home_server_url():
+        from pyspark.sql import SparkSession
+
+        return SparkSession.builder.remote(url).getOrCreate()
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    channel = _loopback_channel(url, read_token())
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # as SparkSession.builder.remote() sets it
+    return ConnectSession.builder.channelBuilder(channel).getOrCreate()
 
 
 def use_published_tables(spark, version: str) -> None:

@@ -327,6 +327,9 @@ def setup(
     )
     if auth and admin_password() is None:
         _write_private(passwords_path(), json.dumps({ADMIN_USER: secrets.token_urlsafe(18)}))
+    from topic_lineage.local import spark_server
+
+    spark_server.ensure_token()  # the Spark Connect server's token (0600), kept like the password
     _save_state(state)
     with database(state):
         _configure(state, bootstrap_servers=bootstrap_servers, clusters=clusters,
