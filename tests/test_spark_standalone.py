@@ -1,0 +1,126 @@
+"""The two-worker standalone cluster of :mod:`topic_lineage.local.standalone`: a job's tasks run
+in two executor JVMs of its workers (not in the driver), and leaving the context manager ends
+every process it started, the executors and their Python workers included.
+
+This module does not use conftest's local ``spark`` fixture: a process has one SparkContext, and
+these tests need one on the standalone master. The cluster is started once for the module.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+
+from topic_lineage.local.standalone import (
+    StandaloneClusterError,
+    standalone_cluster,
+    task_placement,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def _tree(pid: int) -> set[int]:
+    try:
+        return {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _stop_any_context() -> None:
+    """A SparkContext left by code run in-process would be returned by getOrCreate, master and all."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+
+
+@pytest.fixture(scope="module")
+def finished_cluster(tmp_path_factory):
+    """Start the cluster, run the placement job on it, note every process it consists of while
+    the job's executors still run, then leave the context manager. Returns what was seen."""
+    from topic_lineage.spark import get_spark
+
+    _stop_any_context()
+    seen: dict = {"work_dir": tmp_path_factory.mktemp("standalone")}
+    with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=seen["work_dir"]) as cluster:
+        seen.update(master_url=cluster.master_url, ports=list(cluster.ports),
+                    daemons={name: proc.pid for name, proc in cluster.processes.items()})
+        spark = get_spark("standalone-test", master=cluster.master_url,
+                          conf={**cluster.driver_conf(executor_memory="512m"),
+                                "spark.sql.shuffle.partitions": "2"})
+        try:
+            seen["master_in_use"] = spark.sparkContext.master
+            seen["driver_jvm_pid"] = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+            seen["placement"] = task_placement(spark, 4)
+            seen["processes"] = set().union(*(_tree(pid) for pid in seen["daemons"].values()))
+            seen["executor_parents"] = {psutil.Process(row["executor_pid"]).ppid() for row in seen["placement"]}
+            seen["app_running"] = [app["name"] for app in cluster.state()["activeapps"]]
+        finally:
+            spark.stop()
+    return seen
+
+
+def test_tasks_run_on_two_executors_not_the_driver(finished_cluster):
+    seen = finished_cluster
+    assert seen["master_in_use"] == seen["master_url"]
+    assert seen["app_running"] == ["standalone-test"]
+    rows = seen["placement"]
+    assert [row["partition"] for row in rows] == [0, 1, 2, 3]
+    executors = {row["executor_id"] for row in rows}
+    assert len(executors) == 2 and "driver" not in executors, rows
+    executor_pids = {row["executor_pid"] for row in rows}
+    assert len(executor_pids) == 2 and seen["driver_jvm_pid"] not in executor_pids, rows
+    assert os.getpid() not in {row["python_pid"] for row in rows}
+    # Each executor JVM is a child of a different one of the cluster's two workers.
+    workers = {seen["daemons"]["worker-1"], seen["daemons"]["worker-2"]}
+    assert seen["executor_parents"] == workers
+    assert executor_pids <= seen["processes"], "executors outside the cluster's process trees"
+    for name, log in (("master", "master.log"), ("worker-1", "worker-1.log"), ("worker-2", "worker-2.log")):
+        assert (seen["work_dir"] / log).stat().st_size > 0, f"{name} left no log"
+
+
+def test_leaving_the_context_ends_every_process(finished_cluster):
+    seen = finished_cluster
+    # master, two workers, two executor JVMs, at least one Python worker daemon per executor
+    assert len(seen["processes"]) >= 7, seen["processes"]
+    assert [pid for pid in seen["processes"] if _alive(pid)] == []
+    # No java process names one of the cluster's ports, except this process's own driver JVM
+    # (its command line carries the master URL; it outlives the SparkContext).
+    ours = _tree(os.getpid())
+    ports = {str(port) for port in seen["ports"]}
+    leftovers = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+        words = " ".join(proc.info["cmdline"] or []).replace(":", " ").split()
+        if "java" in (proc.info["name"] or "") and proc.info["pid"] not in ours and ports & set(words):
+            leftovers.append((proc.info["pid"], " ".join(proc.info["cmdline"])[:300]))
+    assert leftovers == []
+    assert _processes_in(seen["work_dir"]) == []
+
+
+def test_a_worker_that_cannot_start_names_its_log(tmp_path):
+    expected = r"worker-1 exited .*worker-1\.log"
+    with (pytest.raises(StandaloneClusterError, match=expected) as failed,
+          standalone_cluster(workers=1, memory="not-a-size", work_dir=tmp_path, timeout_s=90)):
+        pass
+    assert str(tmp_path / "worker-1.log") in str(failed.value)
+    assert _processes_in(tmp_path) == []
+
+
+def _processes_in(work_dir) -> list[tuple[int, str]]:
+    """Processes running in ``work_dir`` (the daemons' working directory) or naming it."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if proc.info["cwd"] == str(work_dir) or str(work_dir) in cmdline:
+            found.append((proc.info["pid"], cmdline[:200]))
+    return found
