@@ -1,6 +1,8 @@
 """The two-worker standalone cluster of :mod:`topic_lineage.local.standalone`: a job's tasks run
-in two executor JVMs of its workers (not in the driver), and leaving the context manager ends
-every process it started, the executors and their Python workers included.
+in two executor JVMs of its workers (not in the driver); a build on it walks its Kafka clusters in
+those executors and writes the tables a ``local[*]`` build writes (issue #40, goal 3); and leaving
+the context manager ends every process it started, the executors and their Python workers
+included.
 
 This module does not use conftest's local ``spark`` fixture: a process has one SparkContext, and
 these tests need one on the standalone master. The cluster is started once for the module.
@@ -8,11 +10,15 @@ these tests need one on the standalone master. The cluster is started once for t
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.benchmarks.bench_scaleout import build, compare
+from topic_lineage import tables as t
 from topic_lineage.local.standalone import (
     StandaloneClusterError,
     standalone_cluster,
@@ -20,6 +26,7 @@ from topic_lineage.local.standalone import (
 )
 
 pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tree(pid: int) -> set[int]:
@@ -67,7 +74,40 @@ def finished_cluster(tmp_path_factory):
             seen["app_running"] = [app["name"] for app in cluster.state()["activeapps"]]
         finally:
             spark.stop()
+        # A user's build on the cluster: spark_jobs/build.py with the master in its environment
+        seen["home"] = _small_store(tmp_path_factory.mktemp("standalone-home"))
+        seen["standalone_build"] = build(seen["home"], "v-standalone", cluster.master_url,
+                                         cluster.driver_conf())
     return seen
+
+
+def _small_store(home):
+    """A seeded history of three Kafka clusters (re-creations, a held snapshot, describe errors)."""
+    import subprocess
+    import sys
+
+    code = ("from tests.benchmarks.datagen import History; "
+            "print(History(topics=90, clusters=3, seed=7).store_rounds(0, 8))")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                   env={**os.environ, "TOPIC_LINEAGE_HOME": str(home)}, cwd=str(ROOT))
+    return home
+
+
+def test_a_build_walks_its_clusters_on_the_executors_and_writes_the_local_tables(finished_cluster):
+    """The same store built on ``local[*]``: every table identical row for row; on the cluster
+    each Kafka cluster's walk ran in an executor (both were used), none in the driver."""
+    seen = finished_cluster
+    build(seen["home"], "v-local", "local[*]")
+    differences = compare(seen["home"] / "warehouse" / "versions", ["v-local", "v-standalone"])
+    assert differences["identical"], differences
+    assert differences[t.TOPIC_INCARNATIONS]["rows"]["v-local"] > 90
+    tasks = json.loads((seen["home"] / "warehouse" / "versions" / "v-standalone" / "manifest.json")
+                       .read_text())["walk_tasks"]
+    assert len(tasks) == 3
+    assert {task["executor"] for task in tasks.values()} == {"0", "1"}, tasks
+    local = json.loads((seen["home"] / "warehouse" / "versions" / "v-local" / "manifest.json")
+                       .read_text())["walk_tasks"]
+    assert {task["executor"] for task in local.values()} == {"driver"}
 
 
 def test_tasks_run_on_two_executors_not_the_driver(finished_cluster):

@@ -216,29 +216,15 @@ def standalone_cluster(workers: int = 2, cores_per_worker: int = 1, memory: str 
 
 
 # --- where a job's tasks run ---------------------------------------------------------------------
-def _executor_of_this_process() -> tuple[int, str]:
-    """(pid, executor ID) of the JVM whose Python worker this process is: the nearest ancestor
-    started with ``--executor-id`` (an executor backend), else the nearest ``java`` (the driver
-    of ``local[N]``, ID ``driver``). Read from /proc: Python's TaskContext has no executor ID."""
-    pid, first_java = os.getppid(), None
-    while pid > 1:
-        proc = Path("/proc") / str(pid)
-        args = (proc / "cmdline").read_bytes().split(b"\0")
-        if b"--executor-id" in args:
-            return pid, args[args.index(b"--executor-id") + 1].decode()
-        if first_java is None and args and args[0].endswith(b"java"):
-            first_java = pid
-        pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])  # field 4: ppid
-    return first_java or -1, "driver"
-
-
 def _placement(batches):
     import pyarrow as pa
     from pyspark import TaskContext
 
     for _ in batches:
         pass
-    executor_pid, executor_id = _executor_of_this_process()
+    from topic_lineage.scd.walk_job import executor_of_this_worker
+
+    executor_pid, executor_id = executor_of_this_worker()
     yield pa.RecordBatch.from_pylist([{
         "partition": TaskContext.get().partitionId(), "python_pid": os.getpid(),
         "executor_pid": executor_pid, "executor_id": executor_id}], schema=pa.schema([

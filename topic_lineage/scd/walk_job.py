@@ -138,7 +138,7 @@ def walk_cluster(task: ClusterTask) -> dict:
     summary = {"cluster_id": task.cluster_id, "snapshots": len(files), "first_file": next(iter(files), None),
                "walked": 0,
                "continued": first > 0, "host": socket.gethostname(), "pid": os.getpid(),
-               "executor": _executor_id(), "error_path": None, "error": None}
+               "executor": executor_of_this_worker()[1], "error_path": None, "error": None}
     try:
         with _ObservationWriter(out / t.TOPIC_SNAPSHOTS, task) as observations:
             for path, rows, is_new in _read_ahead(files, observe):
@@ -164,13 +164,24 @@ def _walk_state_dir() -> str:
     return WALK_STATE
 
 
-def _executor_id() -> str | None:
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    if context is None:
-        return None
-    return context.getLocalProperty("spark.executor.id") or os.environ.get("SPARK_EXECUTOR_ID")
+def executor_of_this_worker() -> tuple[int | None, str | None]:
+    """(pid, executor ID) of the JVM whose Python worker this process is: the nearest ancestor
+    started with ``--executor-id`` (an executor backend), else the nearest ``java`` (the driver
+    of ``local[N]``, ID ``driver``); (None, None) where there is no /proc to read. Python's
+    TaskContext has no executor ID, and executors set no variable naming it."""
+    pid, first_java = os.getppid(), None
+    try:
+        while pid > 1:
+            proc = Path("/proc") / str(pid)
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"--executor-id" in args:
+                return pid, args[args.index(b"--executor-id") + 1].decode()
+            if first_java is None and args and args[0].endswith(b"java"):
+                first_java = pid
+            pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])  # field 4: ppid
+    except (OSError, ValueError, IndexError):
+        return None, None
+    return (first_java, "driver") if first_java is not None else (None, None)
 
 
 def _with_topic_uuid(incarnations):
