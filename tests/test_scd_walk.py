@@ -186,3 +186,58 @@ def test_a_snapshot_out_of_time_order_is_refused():
     state.snapshot(second, topics_2)
     with pytest.raises(ValueError, match="time order"):
         state.snapshot(first, topics_1)
+
+
+# --- the task's Arrow without pandas ---------------------------------------------------------------
+_KINDS = {
+    "string": (pa.string(), st.text(max_size=5)),
+    "int32": (pa.int32(), st.integers(-2**31, 2**31 - 1)),
+    "int64": (pa.int64(), st.integers(-2**63, 2**63 - 1)),
+    "bool": (pa.bool_(), st.booleans()),
+    "double": (pa.float64(), st.floats(allow_nan=False)),
+    "timestamp": (pa.timestamp("us", tz="UTC"), st.integers(0, 2**62)),
+}
+
+
+@_SETTINGS
+@given(st.sampled_from(sorted(_KINDS)).flatmap(
+    lambda name: st.tuples(st.just(name), st.lists(st.none() | _KINDS[name][1], max_size=40))))
+def test_arrow_array_equals_pyarrows(case):
+    """``tables.arrow_array`` (buffers, no pandas) builds the array ``pyarrow.array`` builds."""
+    name, values = case
+    kind = _KINDS[name][0]
+    built = t.arrow_array(values, kind)
+    built.validate(full=True)
+    expected = pa.array(values, pa.int64()).cast(kind) if name == "timestamp" else pa.array(values, kind)
+    assert built.equals(expected)
+
+
+def test_a_walk_task_imports_no_pandas(tmp_path, monkeypatch):
+    """A walk task in a fresh Python (a new Spark Python worker) reads, walks and writes without
+    importing pandas: ``pyarrow.array``, ``to_pylist`` of a zoned timestamp, ``pa.scalar`` and
+    ``to_numpy`` all import it, a second of a small build's time (issue #40, goal 4)."""
+    import subprocess
+    import sys
+
+    from topic_lineage import store
+
+    home = tmp_path / "home"
+    history = [snap(0, topic("a", tid(1)), topic("b", tid(2))), snap(1, topic("a", tid(3)), topic("b", tid(2))),
+               snap(2, topic("b", tid(2), partitions=6), topic("c"))]
+    code = f"""
+import pathlib, sys
+from topic_lineage import tables as t
+from topic_lineage.scd import walk_job
+from topic_lineage.scd.hold import HoldPolicy
+out = pathlib.Path({str(tmp_path / "out")!r}); (out / "_walk_state").mkdir(parents=True)
+files = tuple(sorted(str(p) for p in t.snapshots_dir().rglob("*.parquet")))
+task = walk_job.ClusterTask({CLUSTER!r}, files, (True,) * len(files), None, 0, "v1", str(out),
+                            str(out / "_walk_state" / "c.walk"), HoldPolicy(), 1)
+summary = walk_job.walk_cluster(task)
+assert summary["error"] is None and summary["walked"] == 6, summary
+print("pandas" in sys.modules)
+"""
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(home))
+    store.save_all(history, "import:jsonl")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False"], done.stderr

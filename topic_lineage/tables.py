@@ -147,13 +147,41 @@ def arrow_schema_of(ddl: str):
 
     kinds = {
         "STRING": pa.string(), "TIMESTAMP": pa.timestamp("us", tz="UTC"), "INT": pa.int32(),
-        "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(),
+        "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
     }
     fields = []
     for part in ddl.split(","):
         name, kind, *rest = part.split()
         fields.append(pa.field(name, kinds[kind], nullable=rest != ["NOT", "NULL"]))
     return pa.schema(fields)
+
+
+def arrow_array(values: list, kind):
+    """An Arrow array of ``kind`` (string, boolean, integer, timestamp in microseconds since the
+    epoch, or double) from Python values, ``None`` for null, built from buffers:
+    ``pyarrow.array`` imports pandas to see whether it was given a pandas object, a second of a
+    fresh Spark Python worker's time (topic_lineage.scd.walk_job)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(values)
+    valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+    nulls = n - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    if pa.types.is_string(kind):
+        encoded = [b"" if v is None else v.encode() for v in values]
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=n), out=offsets[1:])
+        buffers = [bitmap, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    elif pa.types.is_boolean(kind):
+        bits = np.fromiter((bool(v) for v in values), dtype=bool, count=n)
+        buffers = [bitmap, pa.py_buffer(np.packbits(bits, bitorder="little"))]
+    else:
+        numpy_kind = np.float64 if pa.types.is_floating(kind) else {
+            8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[kind.bit_width]
+        data = np.fromiter((0 if v is None else v for v in values), dtype=numpy_kind, count=n)
+        buffers = [bitmap, pa.py_buffer(data)]
+    return pa.Array.from_buffers(kind, n, buffers, null_count=nulls)
 
 
 # --- paths -----------------------------------------------------------------------------------

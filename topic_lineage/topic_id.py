@@ -136,9 +136,9 @@ def rfc4122_array(ids):
     import pyarrow.compute as pc
 
     if isinstance(ids, pa.ChunkedArray):
-        ids = ids.combine_chunks() if ids.num_chunks else pa.array([], pa.string())
+        ids = ids.combine_chunks() if ids.num_chunks else pa.nulls(0, pa.string())
     if len(ids) == 0:
-        return pa.array([], pa.string())
+        return pa.nulls(0, pa.string())
     encoded = pc.dictionary_encode(ids)  # a null stays a null index
     return pc.take(_rfc4122_distinct(encoded.dictionary.cast(pa.string())), encoded.indices)
 
@@ -153,7 +153,8 @@ def _rfc4122_distinct(ids):
     table = np.full(256, 255, np.uint8)
     table[np.frombuffer(_URLSAFE, np.uint8)] = np.arange(64, dtype=np.uint8)
     sixes = None
-    if count and (pc.binary_length(ids).to_numpy() == 22).all():
+    lengths = pc.min_max(pc.binary_length(ids)).as_py() if count else {}
+    if lengths == {"min": 22, "max": 22}:  # (not to_numpy: it imports pandas, in a task too)
         offsets = np.frombuffer(ids.buffers()[1], np.int32)[ids.offset:ids.offset + count + 1]
         sixes = table[np.frombuffer(ids.buffers()[2], np.uint8)[offsets[0]:offsets[0] + 22 * count]]
         sixes = sixes.reshape(count, 22)

@@ -63,8 +63,17 @@ def build(home: Path, version: str, master: str, conf: dict | None = None,
         last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
         raise StepFailed(f"build {version} on {master} failed after {wall:.1f} s (exit {proc.returncode}): {last}")
     manifest = json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
+    tasks = manifest.get("walk_tasks", {})
     result = {"master": master, "build_s": manifest["seconds"], "process_wall_s": round(wall, 2),
-              "driver_peak_rss_mib": peak, "driver_at_peak": at_peak, "row_counts": manifest["row_counts"]}
+              "driver_peak_rss_mib": peak, "driver_at_peak": at_peak, "row_counts": manifest["row_counts"],
+              # each Kafka cluster's walk: the task's executor, time, observations, worker memory
+              "walk_tasks": {cluster: {k: task[k] for k in ("executor", "seconds", "walked", "peak_rss_mib")}
+                             for cluster, task in tasks.items()}}
+    if tasks:
+        rates = [task["walked"] / task["seconds"] for task in tasks.values() if task["seconds"]]
+        result["task_observations_per_s"] = {"min": round(min(rates)), "max": round(max(rates))}
+        result["task_peak_rss_mib_max"] = max(task["peak_rss_mib"] for task in tasks.values())
+        result["executors_used"] = sorted({str(task["executor"]) for task in tasks.values()})
     if others:
         result["outside_driver"] = others
     return result
@@ -174,8 +183,21 @@ def main(argv: list[str] | None = None) -> int:
 
         doc["ratio_local1_to_local2"] = round(runs["local1"]["build_s"] / runs["local2"]["build_s"], 2)
         doc["ratio_local1_to_standalone"] = round(runs["local1"]["build_s"] / s["build_s"], 2)
-        log(f"scaleout: local[1]/local[2] {doc['ratio_local1_to_local2']}, "
+        doc["process_ratio_local1_to_local2"] = round(
+            runs["local1"]["process_wall_s"] / runs["local2"]["process_wall_s"], 2)
+        log(f"scaleout: build local[1]/local[2] {doc['ratio_local1_to_local2']} (goal >= 1.6; whole "
+            f"process, JVM start included: {doc['process_ratio_local1_to_local2']}), "
             f"local[1]/standalone {doc['ratio_local1_to_standalone']}")
+        for version, run in runs.items():
+            log(f"scaleout: {version}: executors {run.get('executors_used')}, per task "
+                f"{run.get('task_observations_per_s')} observations/s, worker peak RSS at most "
+                f"{run.get('task_peak_rss_mib_max')} MiB")
+        one = runs["local1"]
+        if one.get("task_observations_per_s"):
+            rate = one["task_observations_per_s"]["min"]
+            doc["one_cluster_of_1000m_s"] = round(1e9 / rate)
+            log(f"scaleout: one Kafka cluster is one task: 1,000 M observations at {rate:,} "
+                f"observations/s (the slowest task of local[1]) take about {1e9 / rate / 60:.0f} min")
 
         started = time.perf_counter()
         doc["comparison"] = compare(home / "warehouse" / "versions", list(runs))

@@ -299,7 +299,8 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
             observe=tuple(r in new for r in relatives),
             base_state=str(base_state) if continues else None,
             continue_after=sum(1 for r in relatives if r not in new) if continues else 0,
-            version=version, out=str(out), policy=policy,
+            version=version, out=str(out), state_out=str(walk_job.state_file(states, cluster_id)),
+            policy=policy,
             input_bytes=sum(files[r] for r in relatives if not continues or r in new),
             observation_rows=walk_job.OBSERVATION_ROWS,
         ))

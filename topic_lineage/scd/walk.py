@@ -178,7 +178,7 @@ class ClusterWalk:
         same = pc.and_(same, pc.is_valid(at))
         for column in (t.TOPIC_ID, *_ATTRS):
             equal = pc.equal(topics.column(column), pc.take(previous.column(column), at))
-            same = pc.and_(same, pc.fill_null(equal, False))
+            same = pc.and_kleene(same, equal)  # NULL (unknown) is not the same: filter drops it
         return topics.column(t.TOPIC_ID).filter(same).to_pylist()
 
     def _apply(self, now: int, alias: str, complete: bool, authoritative: bool, topics) -> bool:
@@ -192,7 +192,7 @@ class ClusterWalk:
         steady = [self.by_id[i] for i in steady_ids]
         rest = topics
         if steady:
-            rest = topics.filter(pc.invert(pc.is_in(topics.column(t.TOPIC_ID), value_set=pa.array(steady_ids, pa.string()))))
+            rest = topics.filter(pc.invert(pc.is_in(topics.column(t.TOPIC_ID), value_set=t.arrow_array(steady_ids, pa.string()))))
         resolved = self._resolve_all(rest)
         shown = set(steady)
         if any(life in shown for _, life, _ in resolved):
@@ -440,12 +440,5 @@ def _table(columns: dict, ddl: str, names: tuple):
     """An Arrow table of the DDL's types (instants given as microseconds since the epoch)."""
     import pyarrow as pa
 
-    schema = t.arrow_schema_of(ddl)
-    arrays = []
-    for name in names:
-        kind = schema.field(name).type
-        if pa.types.is_timestamp(kind):
-            arrays.append(pa.array(columns[name], pa.int64()).cast(kind))
-        else:
-            arrays.append(pa.array(columns[name], kind))
-    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names]))
+    schema = pa.schema([t.arrow_schema_of(ddl).field(name) for name in names])
+    return pa.Table.from_arrays([t.arrow_array(columns[f.name], f.type) for f in schema], schema=schema)

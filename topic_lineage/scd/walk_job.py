@@ -64,6 +64,7 @@ class ClusterTask:
     continue_after: int  # with base_state: files[:continue_after] are walked in it already
     version: str
     out: str  # the version's directory
+    state_out: str  # where this version saves the cluster's walk
     policy: HoldPolicy
     input_bytes: int
     observation_rows: int = OBSERVATION_ROWS
@@ -103,19 +104,12 @@ def _run_tasks(plan: list[ClusterTask], batches):
     """The job's function (``mapInArrow``): each input row is a task's index in ``plan``."""
     import pyarrow as pa
 
-    schema = _summary_schema()
+    schema = t.arrow_schema_of(SUMMARY_DDL)
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            yield pa.RecordBatch.from_pylist([walk_cluster(plan[index])], schema=schema)
-
-
-def _summary_schema():
-    import pyarrow as pa
-
-    kinds = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
-             "INT": pa.int32()}
-    return pa.schema([(name, kinds[kind]) for name, kind in
-                      (column.strip().split() for column in SUMMARY_DDL.split(","))])
+            summary = walk_cluster(plan[index])
+            yield pa.RecordBatch.from_arrays(
+                [t.arrow_array([summary[f.name]], f.type) for f in schema], schema=schema)
 
 
 # --- the task's side -------------------------------------------------------------------------------
@@ -135,20 +129,21 @@ def walk_cluster(task: ClusterTask) -> dict:
     if walk_ is None:
         walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
     files, observe = task.files[first:], task.observe[first:]
+    cores = _task_cpus()
     summary = {"cluster_id": task.cluster_id, "snapshots": len(files), "first_file": next(iter(files), None),
                "walked": 0,
                "continued": first > 0, "host": socket.gethostname(), "pid": os.getpid(),
                "executor": executor_of_this_worker()[1], "error_path": None, "error": None}
     try:
-        with _ObservationWriter(out / t.TOPIC_SNAPSHOTS, task) as observations:
-            for path, rows, is_new in _read_ahead(files, observe):
+        with _ObservationWriter(out / t.TOPIC_SNAPSHOTS, task, cores) as observations:
+            for path, rows, is_new in _read_ahead(files, observe, cores):
                 if is_new:
                     observations.add(rows)
                 summary["walked"] += _walk_file(walk_, path, rows)
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
     else:
-        _write_atomically(state_file(out / _walk_state_dir(), task.cluster_id), walk_.dumps())
+        _write_atomically(Path(task.state_out), walk_.dumps())
         runs, incarnations = walk_.tables()
         _write_part(runs, out / t.SNAPSHOT_RUNS, part_name(task.cluster_id, task.version))
         _write_part(_with_topic_uuid(incarnations), out / t.TOPIC_INCARNATIONS,
@@ -156,12 +151,6 @@ def walk_cluster(task: ClusterTask) -> dict:
     summary["seconds"] = round(time.monotonic() - started, 3)
     summary["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return summary
-
-
-def _walk_state_dir() -> str:
-    from topic_lineage.warehouse import WALK_STATE
-
-    return WALK_STATE
 
 
 def executor_of_this_worker() -> tuple[int | None, str | None]:
@@ -210,14 +199,33 @@ def _write_part(table, directory: Path, name: str) -> None:
     os.replace(hidden, directory / name)
 
 
-def _read_ahead(paths, observe):
-    """``(path, rows, is_new)`` of each snapshot file in order, read :data:`_READ_AHEAD` ahead."""
+def _task_cpus() -> int:
+    """The cores Spark gave this task (``spark.task.cpus``, default 1; 1 outside a task)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return max(1, context.cpus()) if context is not None else 1
+
+
+def _read_ahead(paths, observe, cores: int):
+    """``(path, rows, is_new)`` of each snapshot file in order. A task of one core (Spark's
+    default) reads, walks and writes in turn: Spark runs as many tasks at once as it has cores,
+    so threads of its own would only take cores from the other clusters' tasks. With more
+    (``spark.task.cpus``, for one very large Kafka cluster) it reads :data:`_READ_AHEAD` files
+    ahead in two threads (pyarrow decodes without the GIL)."""
     from collections import deque
 
+    import pyarrow as pa
+
+    pa.set_cpu_count(cores)  # pyarrow's own pool (decoding, compute kernels) too
+    if cores == 1:
+        for path, is_new in zip(paths, observe, strict=True):
+            yield path, _read_snapshot_file(Path(path), threads=False), is_new
+        return
     with ThreadPoolExecutor(2, thread_name_prefix="walk-read") as pool:
         pending = deque()
         for path, is_new in zip(paths, observe, strict=True):
-            pending.append((path, pool.submit(_read_snapshot_file, Path(path)), is_new))
+            pending.append((path, pool.submit(_read_snapshot_file, Path(path), True), is_new))
             if len(pending) > _READ_AHEAD:
                 path_, rows, new = pending.popleft()
                 yield path_, rows.result(), new
@@ -226,7 +234,7 @@ def _read_ahead(paths, observe):
             yield path_, rows.result(), new
 
 
-def _read_snapshot_file(path: Path):
+def _read_snapshot_file(path: Path, threads: bool):
     """A stored snapshot file's rows (the store's schema); a damaged file is a clear error."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -237,7 +245,7 @@ def _read_snapshot_file(path: Path):
     try:
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
         # pandas (seconds of a task's time in a fresh Python worker)
-        return pq.ParquetFile(path).read(columns=schema.names).cast(schema)
+        return pq.ParquetFile(path).read(columns=schema.names, use_threads=threads).cast(schema)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
 
@@ -257,7 +265,8 @@ def _walk_file(walk_: walk.ClusterWalk, path, rows) -> int:
     if rows.column(t.CLUSTER_ID).unique().to_pylist() != [walk_.cluster_id] \
             or pc.count_distinct(instants).as_py() != 1:
         raise CorruptSnapshotFileError(path, "holds rows of more than one snapshot, or of another cluster")
-    head = rows.slice(0, 1).select(list(walk.SNAPSHOT_COLUMNS)).to_pylist()[0]
+    # column by column: to_pylist of a timestamp with a time zone imports pandas
+    head = {c: rows.column(c)[0].as_py() for c in walk.SNAPSHOT_COLUMNS if c != t.CAPTURED_AT}
     head[t.CAPTURED_AT] = instants.cast(pa.int64())[0].as_py()
     topics = rows.select(list(walk.TOPIC_COLUMNS)).filter(pc.is_valid(rows.column(t.TOPIC_NAME)))
     names = topics.column(t.TOPIC_NAME)
@@ -274,11 +283,12 @@ class _ObservationWriter:
     """Writes a cluster's new observations to ``topic_snapshots`` with pyarrow, the task's
     ``observation_rows`` per file, in a thread (observations are copied, not derived)."""
 
-    def __init__(self, path: Path, task: ClusterTask):
+    def __init__(self, path: Path, task: ClusterTask, cores: int):
         self.path, self.cluster_id, self.version = path, task.cluster_id, task.version
         self.per_file = task.observation_rows
         self.pending, self.rows, self.files = [], 0, []
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="walk-topic-snapshots")
+        # one core: written in turn (see _read_ahead); more: in a thread beside the walk
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="walk-topic-snapshots") if cores > 1 else None
 
     def __enter__(self):
         self.path.mkdir(parents=True, exist_ok=True)
@@ -293,11 +303,15 @@ class _ObservationWriter:
     def _flush(self) -> None:
         if not self.pending:
             return
-        writing = [f for f in self.files if not f.done()]
+        writing = [f for f in self.files if not isinstance(f, str) and not f.done()]
         if len(writing) > 1:  # at most two files in the writing: memory stays bounded
             writing[0].result()
         name = part_name(self.cluster_id, self.version, f"-{len(self.files):05d}")
-        self.files.append(self.pool.submit(self._write, self.pending, name))
+        if self.pool is None:
+            self._write(self.pending, name)
+            self.files.append(name)
+        else:
+            self.files.append(self.pool.submit(self._write, self.pending, name))
         self.pending, self.rows = [], 0
 
     def _write(self, parts: list, name: str) -> None:
@@ -319,7 +333,9 @@ class _ObservationWriter:
             if error is None:
                 self._flush()
             for written in self.files:
-                written.result()
+                if not isinstance(written, str):
+                    written.result()
         finally:
-            self.pool.shutdown()
+            if self.pool is not None:
+                self.pool.shutdown()
         return False
