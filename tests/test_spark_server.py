@@ -151,6 +151,11 @@ def test_build_validate_publish_on_the_server_equals_a_local_build(tl_home, monk
     assert manifest["mode"] == "incremental" and manifest["gate"]["passed"]
     statuses = [h["status"] for h in manifest["history"]]
     assert statuses.index("validated") < statuses.index("published")  # write-audit-publish
+    # Every build ran in the pipeline's one session on the server (spark_server.connect(shared=
+    # True)): the last build's walk tasks ran in Python workers the first build started.
+    walked = [m["walk_tasks"] for m in wh.list_versions() if m.get("walk_tasks")]
+    assert len(walked) >= 2
+    assert {task["pid"] for task in walked[0].values()} & {task["pid"] for task in walked[-1].values()}
 
     # The same snapshots built locally (its own JVM), from scratch: the same rows.
     run([str(SCRIPT), "build", "--full-refresh", "--no-publish", "--master", "local[2]",

@@ -103,11 +103,11 @@ def build_on_connect_server(version: str) -> dict[str, Any] | None:
     from topic_lineage.scd.build import build_version, hold_policy
 
     log.info("building version %s on the Spark Connect server %s", version, url)
-    spark = spark_server.connect(url)
+    spark = spark_server.connect(url, shared=True)
     try:
         info = build_version(spark, version, policy=hold_policy())
     finally:
-        spark.stop()  # releases this session on the server; the server keeps running
+        spark.stop()  # closes this client; the pipeline's session stays on the server
     log.info("%s", info)
     return {"version": info.version, "mode": info.mode, "seconds": info.seconds,
             "row_counts": info.row_counts}

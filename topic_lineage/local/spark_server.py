@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from topic_lineage import tables as t
@@ -185,6 +186,8 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
         "spark.sql.shuffle.partitions": os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"),
         "spark.driver.extraJavaOptions": driver_java_options(),  # UTC; the class archive
         **STATUS_RETENTION,  # a server lives for days: keep its heap for data
+        # the pipeline's shared session (connect(shared=True)) lives as long as the server
+        "spark.connect.session.manager.defaultSessionTimeout": "3650d",
     }
     command = [_spark_submit(), "--class", SERVER_CLASS, "--master",
                os.environ.get("TOPIC_LINEAGE_SPARK_MASTER", "local[*]"), "--name",
@@ -198,7 +201,8 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     from topic_lineage.local import warm
 
-    state = {"pid": proc.pid, "port": port, "log": str(log_path), "warm": warm.start(logs)}
+    state = {"pid": proc.pid, "port": port, "log": str(log_path), "warm": warm.start(logs),
+             "pipeline_session": str(uuid.uuid4())}
     _state_path().write_text(json.dumps(state))
     deadline = time.monotonic() + wait_s
     while wait_s > 0:
@@ -265,20 +269,34 @@ def _loopback_channel(url: str, token: str):
     return builder
 
 
-def connect(url: str):
+def connect(url: str, *, shared: bool = False):
     """A Spark Connect session on ``url``: on this home's server with its token
     (:func:`read_token`, an error naming the file when it cannot be read); on another server
     (``$TOPIC_LINEAGE_SPARK_REMOTE``) as PySpark connects to ``url`` (its ``;token=`` or
-    ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``, over TLS)."""
+    ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``, over TLS).
+
+    ``shared``: on this home's server, the pipeline's one session (its ID in the server's state
+    file), which ``stop()`` leaves open. A build's walk runs in Spark's Python workers, and the
+    server starts those per session: every build in a session of its own would start them and
+    import the walk again (about 1.5 s of a warm build). Builds hold the build lock, so they do
+    not use it at once; a validation beside a build shares only settings that change how, not
+    what, Spark computes (topic_lineage.spark.sized_for)."""
     if url != _home_server_url():
         from pyspark.sql import SparkSession
 
         return SparkSession.builder.remote(url).getOrCreate()
+    from pyspark.sql.connect.client import DefaultChannelBuilder
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     channel = _loopback_channel(url, read_token())
+    session_id = (_state() or {}).get("pipeline_session") if shared else None
+    if session_id:
+        channel.set(DefaultChannelBuilder.PARAM_SESSION_ID, session_id)
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # as SparkSession.builder.remote() sets it
-    return ConnectSession.builder.channelBuilder(channel).getOrCreate()
+    session = ConnectSession.builder.channelBuilder(channel).getOrCreate()
+    if session_id:
+        session.release_session_on_close = False  # stop() closes this client only
+    return session
 
 
 def use_published_tables(spark, version: str) -> None:
@@ -314,7 +332,7 @@ def pipeline_session(app_name: str, master: str | None = None, *, quick_jit: boo
     if master is None:
         url = remote_url()
         if url:
-            return connect(url), url
+            return connect(url, shared=True), url
     return get_spark(app_name, master=master, quick_jit=quick_jit), None
 
 
