@@ -209,7 +209,9 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     # Little input: settings for Spark's fixed costs, not for data (topic_lineage.spark.sized_for).
     with sized_for(spark, input_bytes) as small_input:
+        job_started = time.monotonic()
         summaries = walk_job.run(spark, tasks)
+        job_seconds = round(time.monotonic() - job_started, 3)
         for table in (t.TOPIC_SNAPSHOTS, t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS):
             if not any((out / table).glob("*.parquet")):  # no cluster at all: empty tables
                 _write_empty(out / table, t.TABLE_DDL[table])
@@ -235,7 +237,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
         mode=mode, snapshot_files=files, snapshot_count=len(files), new_snapshots=len(new_files),
         recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
         input_bytes=input_bytes, spark_settings=small_input or "session",
-        derivation=WALK_TASKS,
+        derivation=WALK_TASKS, walk_job_seconds=job_seconds,
         # where each cluster's walk ran: its task's executor, worker process and time
         walk_tasks={s["cluster_id"]: {k: v for k, v in s.items() if k not in ("cluster_id", "error_path", "error")}
                     for s in summaries},
