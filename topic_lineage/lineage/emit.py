@@ -1,0 +1,292 @@
+"""Emit what the published version adds to what was emitted, in order, once.
+
+The client and its transport come from the standard OpenLineage configuration, as
+``openlineage-python`` reads it: ``OPENLINEAGE_URL`` (HTTP), ``OPENLINEAGE_CONFIG`` or an
+``openlineage.yml`` (any transport: HTTP, Kafka, file, console, composite, ...),
+``OPENLINEAGE__TRANSPORT__*`` variables. Inside an Airflow task with the OpenLineage provider
+installed and enabled, the provider's client (its ``[openlineage] transport``). Nothing
+configured (or ``OPENLINEAGE_DISABLED=true``): nothing is emitted, nothing is recorded, no error
+(the client alone would fall back to printing every event on the console).
+
+Order: the pending changes are sorted by event time (:func:`topic_lineage.lineage.changes.order`)
+and sent in batches; within a batch, each dataset's changes go through one worker, in order,
+and a worker stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
+ledger`) before the next starts, and a failure ends the emission with an error naming the
+transport. So one dataset's events never arrive out of order, and the next emission sends what
+is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from topic_lineage import tables as t
+from topic_lineage.errors import TopicLineageError
+from topic_lineage.lineage import ledger
+from topic_lineage.lineage.changes import Change, group_changes, order, topic_changes
+from topic_lineage.lineage.namespaces import Namespaces
+
+log = logging.getLogger("topic_lineage.lineage")
+
+BATCH = 2000
+"""Changes per recorded batch (what a failure can make the next emission send again)."""
+WORKERS_ENV = "TOPIC_LINEAGE_OPENLINEAGE_WORKERS"
+DEFAULT_WORKERS = 4
+
+
+class EmissionError(TopicLineageError):
+    """A transport failed; what it accepted before is recorded, the rest is sent next time."""
+
+    exit_code = 4
+
+
+@dataclass
+class Emission:
+    """What one emission did."""
+
+    version: str | None
+    transport: str | None = None
+    pending: int = 0
+    emitted: int = 0
+    already: int = 0
+    seconds: float = 0.0
+    reason: str = ""
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if self.transport is None:
+            return f"no OpenLineage events emitted: {self.reason}"
+        return (f"emitted {self.emitted} OpenLineage event(s) for version {self.version} through "
+                f"the {self.transport} transport in {self.seconds:.1f} s "
+                f"({', '.join(f'{k} {n}' for k, n in sorted(self.kinds.items())) or 'nothing new'}; "
+                f"{self.already} emitted before)")
+
+
+# --- configuration -----------------------------------------------------------------------------
+def disabled() -> bool:
+    return os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true"
+
+
+def configured() -> bool:
+    """Whether any OpenLineage transport is configured (cheap: no client is imported)."""
+    if disabled():
+        return False
+    if os.environ.get("OPENLINEAGE_URL") or os.environ.get("OPENLINEAGE_CONFIG"):
+        return True
+    if any(k.startswith("OPENLINEAGE__TRANSPORT") for k in os.environ):
+        return True
+    if Path("openlineage.yml").is_file() or (Path.home() / ".openlineage" / "openlineage.yml").is_file():
+        return True
+    return _provider_client() is not None
+
+
+def _config_source() -> str:
+    for name in ("OPENLINEAGE_CONFIG", "OPENLINEAGE_URL"):
+        if os.environ.get(name):
+            return f"{name}={os.environ[name]}"
+    if any(k.startswith("OPENLINEAGE__TRANSPORT") for k in os.environ):
+        return "OPENLINEAGE__TRANSPORT__* variables"
+    return "openlineage.yml"
+
+
+def _provider_client():
+    """The Airflow OpenLineage provider's client (its ``[openlineage]`` transport), when this
+    runs in an Airflow task and the provider is installed and enabled; else None."""
+    try:
+        from airflow.providers.openlineage import conf as provider_conf
+        from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+    except ImportError:
+        return None
+    try:
+        if provider_conf.is_disabled():
+            return None
+        return get_openlineage_listener().adapter.get_or_create_openlineage_client()
+    except Exception as exc:  # noqa: BLE001 - a broken provider setup is reported, not hidden
+        raise TopicLineageError(
+            f"the Airflow OpenLineage provider's transport ([openlineage] transport) could not "
+            f"be created: {exc}") from None
+
+
+def make_client():
+    """An ``OpenLineageClient`` from the standard configuration (or the provider's), or None
+    when nothing is configured. A misconfigured transport raises, naming it."""
+    if disabled():
+        return None
+    provider = _provider_client()
+    if provider is not None:
+        return provider
+    if not configured():
+        return None
+    from openlineage.client import OpenLineageClient
+
+    try:
+        client = OpenLineageClient()
+    except Exception as exc:  # noqa: BLE001 - any config error is the user's to fix
+        raise EmissionError(
+            f"the OpenLineage transport configured by {_config_source()} could not be created: "
+            f"{exc}; nothing was emitted") from None
+    return client
+
+
+def describe(client) -> str:
+    """The transport's kind and where it sends (for messages)."""
+    transport = client.transport
+    kind = getattr(transport, "kind", type(transport).__name__)
+    url = getattr(transport, "url", None)
+    if url:
+        endpoint = getattr(transport, "endpoint", "")
+        return f"{kind} ({url.rstrip('/')}/{endpoint.lstrip('/')})"
+    return str(kind)
+
+
+# --- what to emit -----------------------------------------------------------------------------
+def _rows(version: str, table: str) -> list[dict]:
+    import pyarrow.dataset as ds
+
+    from topic_lineage import warehouse
+
+    path = warehouse.version_path(version, table)
+    if not path.is_dir():
+        return []
+    return ds.dataset(str(path), format="parquet").to_table().to_pylist()
+
+
+def changes_of(version: str, namespaces: Callable[[str, str], str] | None = None) -> list[Change]:
+    """Every change the tables of ``version`` describe (topic changes and group reads)."""
+    namespaces = namespaces or Namespaces()
+    incarnations = _rows(version, t.TOPIC_INCARNATIONS)
+    found = topic_changes(incarnations, namespaces)
+    found += group_changes(_rows(version, t.GROUP_INCARNATIONS), incarnations, namespaces)
+    return found
+
+
+def pending_changes(version: str, since: str | None = None) -> tuple[list[Change], int]:
+    """The changes of ``version`` not recorded as emitted (and, with ``since``, not in that
+    version's tables either), in emission order; and how many were emitted before."""
+    namespaces = Namespaces()
+    everything = changes_of(version, namespaces)
+    done = ledger.emitted_keys()
+    if since is not None:
+        done = done | {c.key for c in changes_of(since, namespaces)}
+    pending = [c for c in everything if c.key not in done]
+    pending.sort(key=order)
+    return pending, len(everything) - len(pending)
+
+
+# --- emitting ---------------------------------------------------------------------------------
+def emit_published(*, since: str | None = None, dry_run: bool = False, out: TextIO | None = None,
+                   batch: int = BATCH, workers: int | None = None) -> Emission:
+    """Emit the published version's changes that were not emitted yet (see the module)."""
+    from topic_lineage import warehouse
+    from topic_lineage.lineage.events import job_namespace, to_event
+
+    if since is not None and not warehouse.version_dir(since).is_dir():
+        raise TopicLineageError(f"--since: version {since!r} does not exist (retention keeps the "
+                                "newest few); list versions with 'topic-lineage versions'")
+    with warehouse.reading() as version:
+        if version is None:
+            return Emission(None, reason="nothing is published yet")
+        if dry_run:
+            from openlineage.client.serde import Serde
+
+            pending, already = pending_changes(version, since)
+            namespace = job_namespace()
+            for change in pending:
+                out.write(Serde.to_json(to_event(change, version, namespace)) + "\n")
+            return Emission(version, transport="dry-run", pending=len(pending),
+                            emitted=len(pending), already=already, kinds=_kinds(pending))
+        if not configured():
+            return Emission(version, reason="no OpenLineage transport is configured "
+                            "(OPENLINEAGE_URL, OPENLINEAGE_CONFIG, openlineage.yml)")
+        with ledger.exclusive():
+            first = make_client()
+            if first is None:
+                return Emission(version, reason="OpenLineage is disabled")
+            pending, already = pending_changes(version, since)
+            return _send(first, pending, already, version, batch,
+                         workers or int(os.environ.get(WORKERS_ENV, DEFAULT_WORKERS)))
+
+
+def _kinds(changes: list[Change]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for change in changes:
+        kinds[change.kind] = kinds.get(change.kind, 0) + 1
+    return kinds
+
+
+def _send(first, pending: list[Change], already: int, version: str, batch: int,
+          workers: int) -> Emission:
+    from topic_lineage.lineage.events import job_namespace, to_event
+
+    transport = describe(first)
+    namespace = job_namespace()
+    started = time.monotonic()
+    # One client per worker thread (an HTTP session is not shared between threads); the
+    # provider's client is one shared object, so it gets one worker.
+    provider = _provider_client() is not None
+    workers = 1 if provider else max(1, workers)
+    local = threading.local()
+    spare, made = [first], [first]
+    lock = threading.Lock()
+
+    def client():
+        if not hasattr(local, "client"):
+            with lock:
+                local.client = spare.pop() if spare else make_client()
+                made.append(local.client)
+        return local.client
+
+    def run(lane: list[Change]) -> tuple[list[str], tuple[Change, BaseException] | None]:
+        sent = []
+        for change in lane:
+            try:
+                client().emit(to_event(change, version, namespace))
+            except Exception as exc:  # noqa: BLE001 - any transport error stops this lane
+                return sent, (change, exc)
+            sent.append(change.key)
+        return sent, None
+
+    emitted = 0
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openlineage") as pool:
+        for start in range(0, len(pending), batch):
+            chunk = pending[start:start + batch]
+            lanes: list[list[Change]] = [[] for _ in range(workers)]
+            lane_of: dict[tuple[str, str], int] = {}
+            for change in chunk:  # one dataset, one lane: its events stay in order
+                index = lane_of.setdefault(change.dataset, len(lane_of) % workers)
+                lanes[index].append(change)
+            results = list(pool.map(run, [lane for lane in lanes if lane]))
+            sent = [key for keys, _ in results for key in keys]
+            ledger.record(sent, version, transport)
+            emitted += len(sent)
+            failures = [failure for _, failure in results if failure is not None]
+            if failures:
+                change, exc = failures[0]
+                raise EmissionError(
+                    f"the OpenLineage {transport} transport failed on the {change.kind} event of "
+                    f"{change.namespace}/{change.name} ({change.key}, at {change.at}): "
+                    f"{type(exc).__name__}: {exc}. {emitted} of {len(pending)} pending event(s) "
+                    "were sent and recorded; the published tables are unchanged, and the next "
+                    "emission ('topic-lineage lineage emit', the DAG's lineage task) sends the "
+                    f"other {len(pending) - emitted}")
+    for made_client in {id(c): c for c in made}.values():
+        if made_client is not first or not provider:
+            made_client.close()
+    result = Emission(version, transport=transport, pending=len(pending), emitted=emitted,
+                      already=already, seconds=time.monotonic() - started, kinds=_kinds(pending))
+    log.info("%s", result)
+    return result
+
+
+def summary(emission: Emission) -> dict[str, Any]:
+    """JSON-friendly (the Airflow task's return value)."""
+    return json.loads(json.dumps(emission.__dict__, default=str))

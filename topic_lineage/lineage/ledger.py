@@ -1,0 +1,71 @@
+"""What was emitted: the keys of the changes a transport accepted, beside the versions.
+
+``warehouse/openlineage/emitted/<n>.json`` holds one batch each: the keys a transport accepted,
+the published version they came from, when. Each file is written atomically and durably
+(:func:`topic_lineage.fsutil.write_durably`) after its batch was sent, so a failure (a killed
+process, a refusing receiver) loses at most the batch in flight, which the next emission sends
+again (same events, same run IDs). Nothing here touches the published tables.
+``warehouse/openlineage/emitted.lock`` keeps two emissions (the DAG's task, the CLI) from
+sending the same change twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from topic_lineage import tables as t
+from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import file_lock, write_durably
+from topic_lineage.warehouse.versions import now_text
+
+
+def ledger_dir() -> Path:
+    return t.warehouse_dir() / "openlineage"
+
+
+def _batches_dir() -> Path:
+    return ledger_dir() / "emitted"
+
+
+@contextlib.contextmanager
+def exclusive() -> Iterator[None]:
+    ledger_dir().mkdir(parents=True, exist_ok=True)
+    lock = ledger_dir() / "emitted.lock"
+    with file_lock(lock, blocking=False) as acquired:
+        if not acquired:
+            raise TopicLineageError(f"another OpenLineage emission is running (lock {lock}); "
+                                    "it sends what this one would: nothing to do")
+        yield
+
+
+def emitted_keys() -> set[str]:
+    keys: set[str] = set()
+    directory = _batches_dir()
+    if not directory.is_dir():
+        return keys
+    for path in directory.glob("*.json"):
+        try:
+            keys.update(json.loads(path.read_text())["keys"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise TopicLineageError(
+                f"the OpenLineage ledger file {path} is unreadable ({exc}); move it aside to "
+                "send its events again") from None
+    return keys
+
+
+def record(keys: Iterable[str], version: str, transport: str) -> None:
+    """Record one batch the transport accepted (atomically, durably)."""
+    keys = list(keys)
+    if not keys:
+        return
+    directory = _batches_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    numbers = [int(m.group(1)) for p in directory.glob("*.json")
+               if (m := re.fullmatch(r"(\d+)\.json", p.name))]
+    path = directory / f"{max(numbers, default=0) + 1:08d}.json"
+    write_durably(path, json.dumps({"version": version, "transport": transport,
+                                    "at": now_text(), "keys": keys}))
