@@ -7,9 +7,13 @@ accepts that many events first. Any other path answers 404.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 ENDPOINT = "/api/v1/lineage"
 
@@ -52,7 +56,7 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> Receiver:  # noqa: PYI034
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -70,3 +74,19 @@ def by_kind(events: list[dict]) -> list[tuple[str, str, str]]:
             kind = facets.get("lifecycleStateChange", {}).get("lifecycleStateChange", "READ")
             found.append((kind, dataset["name"], facets["topicLineage_incarnation"].get("topicId")))
     return found
+
+
+@contextlib.contextmanager
+def openlineage_environment(**settings: str) -> Iterator[None]:
+    """Only ``settings`` of OpenLineage's configuration in the environment, for the block; the
+    client's own additions (it aliases OPENLINEAGE_URL into OPENLINEAGE__TRANSPORT__*) undone."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("OPENLINEAGE")}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+            del os.environ[key]
+        os.environ.update(saved)

@@ -281,6 +281,7 @@ def _send(first, pending: list[Change], already: int, version: str, batch: int,
     for made_client in {id(c): c for c in made}.values():
         if made_client is not first or not provider:
             made_client.close()
+    ledger.complete(version)
     result = Emission(version, transport=transport, pending=len(pending), emitted=emitted,
                       already=already, seconds=time.monotonic() - started, kinds=_kinds(pending))
     log.info("%s", result)

@@ -5,6 +5,8 @@ the published version they came from, when. Each file is written atomically and 
 (:func:`topic_lineage.fsutil.write_durably`) after its batch was sent, so a failure (a killed
 process, a refusing receiver) loses at most the batch in flight, which the next emission sends
 again (same events, same run IDs). Nothing here touches the published tables.
+``warehouse/openlineage/completed.json`` names the last version whose emission completed (the
+DAG's plan reads it: a no-op run still runs ``lineage`` when it is behind).
 ``warehouse/openlineage/emitted.lock`` keeps two emissions (the DAG's task, the CLI) from
 sending the same change twice.
 """
@@ -69,3 +71,18 @@ def record(keys: Iterable[str], version: str, transport: str) -> None:
     path = directory / f"{max(numbers, default=0) + 1:08d}.json"
     write_durably(path, json.dumps({"version": version, "transport": transport,
                                     "at": now_text(), "keys": keys}))
+
+
+def completed() -> str | None:
+    """The last version whose every change was emitted (None: none, or unreadable)."""
+    try:
+        return json.loads((ledger_dir() / "completed.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def complete(version: str) -> None:
+    if completed() != version:
+        ledger_dir().mkdir(parents=True, exist_ok=True)
+        write_durably(ledger_dir() / "completed.json",
+                      json.dumps({"version": version, "at": now_text()}))
