@@ -9,8 +9,8 @@ configured (or ``OPENLINEAGE_DISABLED=true``): nothing is emitted, nothing is re
 (the client alone would fall back to printing every event on the console).
 
 Order: the pending changes are sorted by event time (:func:`topic_lineage.lineage.changes.order`)
-and sent in batches; within a batch, each dataset's changes go through one worker, in order,
-and a worker stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
+and sent in batches; within a batch, each dataset's changes go through one worker process, in
+order, and a worker stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
 ledger`) before the next starts, and a failure ends the emission with an error naming the
 transport. So one dataset's events never arrive out of order, and the next emission sends what
 is missing.
@@ -21,10 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -40,7 +38,7 @@ log = logging.getLogger("topic_lineage.lineage")
 BATCH = 2000
 """Changes per recorded batch (what a failure can make the next emission send again)."""
 WORKERS_ENV = "TOPIC_LINEAGE_OPENLINEAGE_WORKERS"
-DEFAULT_WORKERS = 4
+DEFAULT_WORKERS = 2
 
 
 class EmissionError(TopicLineageError):
@@ -223,64 +221,84 @@ def _kinds(changes: list[Change]) -> dict[str, int]:
     return kinds
 
 
+PROCESS_MIN = 1000
+"""Fewer pending changes than this are sent from this process; more by ``workers`` processes
+(the client's work per event is Python: threads would share one core)."""
+
+_worker: dict[str, Any] = {}
+
+
+def _worker_init(version: str, namespace: str) -> None:
+    _worker.clear()
+    _worker.update(version=version, namespace=namespace, client=None)
+
+
+def _run_lane(lane: list[Change]) -> tuple[list[str], tuple[Change, str] | None]:
+    """Send one lane's changes in order through this process's client; stop at a failure."""
+    from topic_lineage.lineage.events import to_event
+
+    if _worker.get("client") is None:
+        _worker["client"] = make_client()
+    client = _worker["client"]
+    sent = []
+    for change in lane:
+        try:
+            client.emit(to_event(change, _worker["version"], _worker["namespace"]))
+        except Exception as exc:  # noqa: BLE001 - any transport error stops this lane
+            return sent, (change, f"{type(exc).__name__}: {exc}")
+        sent.append(change.key)
+    return sent, None
+
+
+def _lanes(chunk: list[Change], workers: int) -> list[list[Change]]:
+    """One dataset, one lane: its changes stay in order; datasets spread over the lanes."""
+    lanes: list[list[Change]] = [[] for _ in range(workers)]
+    lane_of: dict[tuple[str, str], int] = {}
+    for change in chunk:
+        lanes[lane_of.setdefault(change.dataset, len(lane_of) % workers)].append(change)
+    return [lane for lane in lanes if lane]
+
+
 def _send(first, pending: list[Change], already: int, version: str, batch: int,
           workers: int) -> Emission:
-    from topic_lineage.lineage.events import job_namespace, to_event
+    import contextlib
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from topic_lineage.lineage.events import job_namespace
 
     transport = describe(first)
     namespace = job_namespace()
     started = time.monotonic()
-    # One client per worker thread (an HTTP session is not shared between threads); the
-    # provider's client is one shared object, so it gets one worker.
-    provider = _provider_client() is not None
-    workers = 1 if provider else max(1, workers)
-    local = threading.local()
-    spare, made = [first], [first]
-    lock = threading.Lock()
-
-    def client():
-        if not hasattr(local, "client"):
-            with lock:
-                local.client = spare.pop() if spare else make_client()
-                made.append(local.client)
-        return local.client
-
-    def run(lane: list[Change]) -> tuple[list[str], tuple[Change, BaseException] | None]:
-        sent = []
-        for change in lane:
-            try:
-                client().emit(to_event(change, version, namespace))
-            except Exception as exc:  # noqa: BLE001 - any transport error stops this lane
-                return sent, (change, exc)
-            sent.append(change.key)
-        return sent, None
-
+    # the provider's client is one object of this process: it sends everything itself
+    if _provider_client() is not None or workers <= 1 or len(pending) < PROCESS_MIN:
+        workers = 1
     emitted = 0
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openlineage") as pool:
+    with contextlib.ExitStack() as stack:
+        if workers == 1:
+            _worker_init(version, namespace)
+            _worker["client"] = first
+            run_lanes = lambda lanes: [_run_lane(lane) for lane in lanes]
+        else:
+            pool = stack.enter_context(ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                initializer=_worker_init, initargs=(version, namespace)))
+            run_lanes = lambda lanes: list(pool.map(_run_lane, lanes))
         for start in range(0, len(pending), batch):
-            chunk = pending[start:start + batch]
-            lanes: list[list[Change]] = [[] for _ in range(workers)]
-            lane_of: dict[tuple[str, str], int] = {}
-            for change in chunk:  # one dataset, one lane: its events stay in order
-                index = lane_of.setdefault(change.dataset, len(lane_of) % workers)
-                lanes[index].append(change)
-            results = list(pool.map(run, [lane for lane in lanes if lane]))
+            results = run_lanes(_lanes(pending[start:start + batch], workers))
             sent = [key for keys, _ in results for key in keys]
             ledger.record(sent, version, transport)
             emitted += len(sent)
             failures = [failure for _, failure in results if failure is not None]
             if failures:
-                change, exc = failures[0]
+                change, error = failures[0]
                 raise EmissionError(
                     f"the OpenLineage {transport} transport failed on the {change.kind} event of "
-                    f"{change.namespace}/{change.name} ({change.key}, at {change.at}): "
-                    f"{type(exc).__name__}: {exc}. {emitted} of {len(pending)} pending event(s) "
-                    "were sent and recorded; the published tables are unchanged, and the next "
-                    "emission ('topic-lineage lineage emit', the DAG's lineage task) sends the "
-                    f"other {len(pending) - emitted}")
-    for made_client in {id(c): c for c in made}.values():
-        if made_client is not first or not provider:
-            made_client.close()
+                    f"{change.namespace}/{change.name} ({change.key}, at {change.at}): {error}. "
+                    f"{emitted} of {len(pending)} pending event(s) were sent and recorded; the "
+                    "published tables are unchanged, and the next emission ('topic-lineage "
+                    f"lineage emit', the DAG's lineage task) sends the other {len(pending) - emitted}")
+    _worker.clear()
     ledger.complete(version)
     result = Emission(version, transport=transport, pending=len(pending), emitted=emitted,
                       already=already, seconds=time.monotonic() - started, kinds=_kinds(pending))
