@@ -308,3 +308,27 @@ def test_the_capture_records_the_namespace_of_its_topics(broker, tl_home, monkey
     host_port = broker.bootstrap_servers.split(",")[0]
     assert Namespaces()(snapshot.cluster_id, "live") == f"kafka://{host_port}"
     assert Namespaces()("unknown-cluster", "imported") == "kafka://imported"
+
+
+def test_a_large_export_goes_through_worker_processes_once_and_in_order(monkeypatch):
+    """More than PROCESS_MIN pending changes: sent by two worker processes, in batches; every
+    event arrives once, and each dataset's events in time order."""
+    from topic_lineage.topic_id import canonical
+
+    rows = []
+    for n in range(700):  # 700 incarnations, every other one deleted: 1,050 events
+        rows += incarnation(f"k{n}", CLUSTER, [{"name": f"t{n % 50}", "at": at(1 + n % 7),
+                                                "topic_id": canonical((n + 7).to_bytes(16, "big"))}],
+                            cluster_alias="demo", deleted_at=at(9 + n % 5) if n % 2 else None)
+    publish("v-large", rows)
+    with Receiver() as receiver:
+        http(monkeypatch, receiver)
+        result = emit.emit_published(workers=2, batch=400)
+        assert result.emitted == 1050 > emit.PROCESS_MIN and len(receiver.events) == 1050
+        assert len({e["run"]["runId"] for e in receiver.events}) == 1050
+        assert len(list((ledger.ledger_dir() / "emitted").glob("*.json"))) == 3  # 400+400+250
+        for name in {f"t{n}" for n in range(50)}:
+            times = [when(e["eventTime"]) for e in receiver.events
+                     if e["outputs"][0]["name"] == name]
+            assert times == sorted(times)
+        assert emit.emit_published(workers=2).emitted == 0
