@@ -332,3 +332,16 @@ def test_a_large_export_goes_through_worker_processes_once_and_in_order(monkeypa
                      if e["outputs"][0]["name"] == name]
             assert times == sorted(times)
         assert emit.emit_published(workers=2).emitted == 0
+
+
+def test_a_second_emission_at_the_same_time_sends_nothing(monkeypatch):
+    """Two emissions at once (the DAG's task and the CLI): the second sends nothing, says why."""
+    publish_history()
+    with Receiver() as receiver:
+        http(monkeypatch, receiver)
+        with ledger.exclusive() as held:
+            assert held
+            result = emit.emit_published()
+            assert result.transport is None and "another OpenLineage emission" in str(result)
+        assert receiver.events == []
+        assert emit.emit_published().emitted == 8

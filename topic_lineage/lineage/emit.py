@@ -84,7 +84,10 @@ def configured() -> bool:
         return True
     if Path("openlineage.yml").is_file() or (Path.home() / ".openlineage" / "openlineage.yml").is_file():
         return True
-    return _provider_client() is not None
+    try:
+        return _provider_client() is not None
+    except TopicLineageError:  # configured, but broken: the emission reports it
+        return True
 
 
 def _config_source() -> str:
@@ -194,7 +197,11 @@ def emit_published(*, since: str | None = None, dry_run: bool = False, out: Text
         if version is None:
             return Emission(None, reason="nothing is published yet")
         if dry_run:
+            import sys
+
             from openlineage.client.serde import Serde
+
+            out = out or sys.stdout
 
             pending, already = pending_changes(version, since)
             namespace = job_namespace()
@@ -205,7 +212,10 @@ def emit_published(*, since: str | None = None, dry_run: bool = False, out: Text
         if not configured():
             return Emission(version, reason="no OpenLineage transport is configured "
                             "(OPENLINEAGE_URL, OPENLINEAGE_CONFIG, openlineage.yml)")
-        with ledger.exclusive():
+        with ledger.exclusive() as acquired:
+            if not acquired:
+                return Emission(version, reason="another OpenLineage emission is running (lock "
+                                f"{ledger.lock_path()}); it sends these changes")
             first = make_client()
             if first is None:
                 return Emission(version, reason="OpenLineage is disabled")

@@ -33,15 +33,16 @@ def _batches_dir() -> Path:
     return ledger_dir() / "emitted"
 
 
+def lock_path() -> Path:
+    return ledger_dir() / "emitted.lock"
+
+
 @contextlib.contextmanager
-def exclusive() -> Iterator[None]:
+def exclusive() -> Iterator[bool]:
+    """Held while an emission sends; yields False (and holds nothing) when another holds it."""
     ledger_dir().mkdir(parents=True, exist_ok=True)
-    lock = ledger_dir() / "emitted.lock"
-    with file_lock(lock, blocking=False) as acquired:
-        if not acquired:
-            raise TopicLineageError(f"another OpenLineage emission is running (lock {lock}); "
-                                    "it sends what this one would: nothing to do")
-        yield
+    with file_lock(lock_path(), blocking=False) as acquired:
+        yield acquired
 
 
 def emitted_keys() -> set[str]:
