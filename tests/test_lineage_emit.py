@@ -288,6 +288,24 @@ def test_every_event_and_facet_validates_against_the_pinned_schemas(capsys):
     assert all(when(e["eventTime"]).tzinfo is not None for e in events)
 
 
+def test_the_kept_spec_is_the_one_the_installed_client_writes():
+    """The schemas in the package are the spec version (and facet versions) whose URLs the
+    pinned client puts in every event: an upgrade of the client that moves them fails here."""
+    from openlineage.client.event_v2 import RunEvent
+    from openlineage.client.facet_v2 import lifecycle_state_change_dataset, symlinks_dataset
+
+    from topic_lineage.lineage.events import schema_path
+
+    for url, name in (
+        (RunEvent._get_schema(), "openlineage/OpenLineage.json"),
+        (lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet._get_schema(),
+         "openlineage/facets/LifecycleStateChangeDatasetFacet.json"),
+        (symlinks_dataset.SymlinksDatasetFacet._get_schema(),
+         "openlineage/facets/SymlinksDatasetFacet.json"),
+    ):
+        assert url.split("#")[0] == json.loads(schema_path(name).read_text())["$id"]
+
+
 def test_our_facet_schemas_ship_in_the_package_with_the_spec_license():
     from topic_lineage.lineage.events import SCHEMA_BASE, schema_path
 
