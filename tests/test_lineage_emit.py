@@ -81,6 +81,15 @@ def http(monkeypatch, receiver: Receiver) -> None:
     monkeypatch.setenv("OPENLINEAGE_URL", receiver.url)
 
 
+def http_retrying_once(monkeypatch, url: str) -> None:
+    """The HTTP transport through OPENLINEAGE__TRANSPORT__* variables, retrying once at once
+    (the default retries 5 times with backoff: 10 s per failing test)."""
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "http")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__URL", url)
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__RETRY", json.dumps(
+        {"total": 1, "connect": 1, "read": 1, "backoff_factor": 0.01}))
+
+
 def when(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
@@ -177,7 +186,7 @@ def test_since_leaves_out_what_an_older_version_already_had(monkeypatch, capsys)
 def test_an_unreachable_receiver_fails_naming_the_transport_and_loses_nothing(monkeypatch):
     publish_history()
     port = free_port()
-    monkeypatch.setenv("OPENLINEAGE_URL", f"http://127.0.0.1:{port}")
+    http_retrying_once(monkeypatch, f"http://127.0.0.1:{port}")
     with pytest.raises(emit.EmissionError) as failed:
         emit.emit_published()
     message = str(failed.value)
@@ -185,16 +194,14 @@ def test_an_unreachable_receiver_fails_naming_the_transport_and_loses_nothing(mo
     assert "0 of 8 pending event(s) were sent" in message
     assert ledger.emitted_keys() == set()
     with Receiver() as receiver:  # the receiver is back: the next run sends everything
-        monkeypatch.setenv("OPENLINEAGE_URL", receiver.url)
-        for key in [k for k in os.environ if k.startswith("OPENLINEAGE__")]:
-            monkeypatch.delenv(key)
+        http_retrying_once(monkeypatch, receiver.url)
         assert emit.emit_published().emitted == 8 and len(receiver.events) == 8
 
 
 def test_a_receiver_answering_500_midway_keeps_order_and_the_next_run_sends_the_rest(monkeypatch):
     publish_history()
     with Receiver() as receiver:
-        http(monkeypatch, receiver)
+        http_retrying_once(monkeypatch, receiver.url)
         receiver.fail_after = 4
         with pytest.raises(emit.EmissionError, match=r"too many 500 error responses"):
             emit.emit_published(workers=1)

@@ -101,7 +101,12 @@ def _config_source() -> str:
 
 def _provider_client():
     """The Airflow OpenLineage provider's client (its ``[openlineage]`` transport), when this
-    runs in an Airflow task and the provider is installed and enabled; else None."""
+    runs in an Airflow task and the provider is installed and enabled; else None. Outside
+    Airflow (the CLI) Airflow is not imported for it."""
+    import sys
+
+    if "airflow.sdk" not in sys.modules:
+        return None
     try:
         from airflow.providers.openlineage import conf as provider_conf
         from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
