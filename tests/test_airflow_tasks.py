@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -294,6 +295,17 @@ def test_plan_decides_the_no_op_and_what_a_no_op_run_still_runs(tl_home, monkeyp
     assert at.noop_run("v-new") == ["health", "lineage"]
     ledger.complete("stale")
     assert at.noop_run("v-new") == ["health"]
+
+
+def test_plan_skips_lineage_in_a_building_run_unless_openlineage_is_configured(tl_home, monkeypatch):
+    """A run that builds runs lineage only when a transport is configured: otherwise plan skips
+    it with the no-op tasks' mechanism, and no task process starts only to skip itself."""
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(key)
+    assert at.noop_run("v-new") is None  # nothing published: a building run
+    assert at.plan_follow("v-new") == ["build", "validate", "publish", "health"]
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:1")
+    assert at.plan_follow("v-new") is None  # everything, lineage too
 
 
 def test_lineage_task_follows_publish_even_a_skipped_one():

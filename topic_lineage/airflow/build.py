@@ -67,6 +67,20 @@ def noop_run(version: str) -> list[str] | None:
 
 
 NOOP_FOLLOW_LINEAGE = ["lineage"]
+BUILD_FOLLOW = ["build", "validate", "publish", "health"]
+"""What a building run runs after plan when no OpenLineage transport is configured: all but
+``lineage``, which would only start a task process to skip itself."""
+
+
+def plan_follow(version: str) -> list[str] | None:
+    """The ``plan`` task's decision: None runs every task after it; a list, only those (the
+    others are skipped from plan, so no task process is started for them)."""
+    from topic_lineage.lineage import emit
+
+    follow = noop_run(version)
+    if follow is None and not emit.configured():
+        return list(BUILD_FOLLOW)
+    return follow
 
 
 def lineage_behind(published: str) -> bool:
