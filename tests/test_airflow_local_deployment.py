@@ -198,6 +198,23 @@ def open_topic_lineage(browser, base: str, user: str, password: str) -> None:
         ".trim().length > 0"), 60, "the page's status line")
 
 
+def test_every_component_the_home_page_reports_is_healthy(deployment):
+    """The health the UI's home page shows as badges: the metadatabase, the scheduler, the
+    dag-processor and the triggerer (started with the rest, so no red badge on a healthy
+    install)."""
+    url = deployment["base"] + "/api/v2/monitor/health"
+
+    def unhealthy():
+        health = json.loads(request(url)[1])
+        bad = {name: part.get("status") for name, part in health.items()
+               if name in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+               and part.get("status") != "healthy"}
+        return None if bad else health
+
+    health = wait_for(unhealthy, 90, "every component healthy", interval=2)
+    assert health["triggerer"]["latest_triggerer_heartbeat"]
+
+
 def test_sign_in_and_open_topic_lineage_from_the_navigation(deployment, browser):
     OUTPUT.mkdir(exist_ok=True)
     open_topic_lineage(browser, deployment["base"], "admin", deployment["password"])

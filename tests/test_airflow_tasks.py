@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -286,6 +287,39 @@ def test_plan_decides_the_no_op_and_what_a_no_op_run_still_runs(tl_home, monkeyp
     _published_with_fingerprint("stale", {A: 1, B: 1}, ["snapshot_runs: newest complete snapshot is fresh"])
     assert at.noop_run("v-new") == ["health"]  # health runs, and fails as over that version
 
+    # OpenLineage configured and the published version's emission not completed (a receiver
+    # failed): lineage runs in a no-op run too, and sends what is missing
+    from topic_lineage.lineage import ledger
+
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:1")
+    assert at.noop_run("v-new") == ["health", "lineage"]
+    ledger.complete("stale")
+    assert at.noop_run("v-new") == ["health"]
+
+
+def test_plan_skips_lineage_in_a_building_run_unless_openlineage_is_configured(tl_home, monkeypatch):
+    """A run that builds runs lineage only when a transport is configured: otherwise plan skips
+    it with the no-op tasks' mechanism, and no task process starts only to skip itself."""
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(key)
+    assert at.noop_run("v-new") is None  # nothing published: a building run
+    assert at.plan_follow("v-new") == ["build", "validate", "publish", "health"]
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:1")
+    assert at.plan_follow("v-new") is None  # everything, lineage too
+
+
+def test_lineage_task_follows_publish_even_a_skipped_one():
+    """DAG shape: lineage follows publish (trigger rule none_failed), with retries: a receiver
+    that fails is tried again, and the tables stay published."""
+    from pathlib import Path
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(Path(__file__).resolve().parent.parent / "dags"))
+    lineage = bag.dags["topic_incarnations"].get_task("lineage")
+    assert lineage.upstream_task_ids == {"publish", "plan"}
+    assert lineage.trigger_rule == "none_failed" and lineage.retries == 3
+
 
 def test_health_task_runs_after_publish_even_a_skipped_one():
     """DAG shape: health follows publish with trigger rule none_failed and no retries."""
@@ -300,5 +334,6 @@ def test_health_task_runs_after_publish_even_a_skipped_one():
     assert health.trigger_rule == "none_failed" and health.retries == 0
     assert dag.get_task("validate").downstream_task_ids == {"publish"}
     # plan is directly upstream of every other task, so its no-op skip reaches them all
-    assert dag.get_task("plan").downstream_task_ids == {"build", "validate", "publish", "health"}
+    assert dag.get_task("plan").downstream_task_ids == {"build", "validate", "publish", "health",
+                                                         "lineage"}
 

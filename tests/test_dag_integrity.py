@@ -17,7 +17,7 @@ pytestmark = pytest.mark.airflow
 
 DAGS_DIR = Path(__file__).resolve().parent.parent / "dags"
 EXPECTED_DAGS = ("kafka_topic_snapshot", "topic_incarnations")
-HEAVY_MODULES = ("pyspark", "great_expectations", "confluent_kafka")
+HEAVY_MODULES = ("pyspark", "great_expectations", "confluent_kafka", "openlineage")
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,8 @@ def test_incarnations_dag_is_asset_and_time_scheduled(dagbag):
     from airflow.providers.standard.utils.skipmixin import SkipMixin
 
     assert isinstance(dag.get_task("plan"), SkipMixin)
-    assert dag.get_task("plan").downstream_task_ids == {"build", "validate", "publish", "health"}
+    assert dag.get_task("plan").downstream_task_ids == {"build", "validate", "publish", "health",
+                                                         "lineage"}
     assert dag.get_task("validate").downstream_task_ids == {"publish"}
 
 

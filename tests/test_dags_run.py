@@ -194,9 +194,22 @@ def published_rows(table: str) -> list[dict]:
 def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_env, tl_home):
     """Capture, delete + re-create, capture again through the snapshot DAG; the incarnations DAG
     builds, validates and publishes two incarnations of the re-created name (R1), and the
-    consumer group that carried its position across the re-creation on the new one (R9)."""
+    consumer group that carried its position across the re-creation on the new one (R9).
+
+    Its lineage task tells a real OpenLineage HTTP receiver on loopback (issue #41): one DROP of
+    the first incarnation, one CREATE of the second, at the table's times, billing reading each
+    with the carried position on the second; a second run with nothing new sends nothing."""
+    from lineage_receiver import Receiver, openlineage_environment
+
+    with Receiver() as receiver, openlineage_environment(OPENLINEAGE_URL=receiver.url):
+        _recreated_topic_through_the_dags(broker, build_env, receiver)
+
+
+def _recreated_topic_through_the_dags(broker, build_env, receiver):
+    from lineage_receiver import by_kind
     from test_group_capture import commit, produce
 
+    from topic_lineage import tables as t
     from topic_lineage import warehouse
 
     broker.create_topics(["orders", "payments"])
@@ -240,6 +253,33 @@ def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_
         (False, False), (True, True)
     ]
 
+    # OpenLineage (issue #41): the lineage task told the receiver which incarnation is which
+    assert states[("lineage", -1)] == "success"
+    old_row, new_row = sorted(orders, key=lambda r: r[11])  # by valid_from
+    columns = t.ddl_columns(t.TOPIC_INCARNATIONS_DDL)
+    old_row, new_row = dict(zip(columns, old_row)), dict(zip(columns, new_row))
+    events = [e for e in receiver.events
+              if any(d["name"] == "orders" for d in e["inputs"] + e["outputs"])]
+    kinds = by_kind(events)
+    assert [k for k in kinds if k[0] == "DROP"] == [("DROP", "orders", old_row["topic_id"])]
+    assert [k for k in kinds if k[0] == "CREATE"] == [
+        ("CREATE", "orders", old_row["topic_id"]), ("CREATE", "orders", new_row["topic_id"])]
+    assert old_row["topic_id"] != new_row["topic_id"]
+    when = {k: datetime.fromisoformat(e["eventTime"]) for k, e in zip(kinds, events, strict=True)}
+    assert when[("DROP", "orders", old_row["topic_id"])] == old_row["deleted_at"]
+    assert when[("CREATE", "orders", new_row["topic_id"])] == new_row["valid_from"]
+    assert kinds.index(("DROP", "orders", old_row["topic_id"])) < kinds.index(
+        ("CREATE", "orders", new_row["topic_id"]))  # in order, for the one dataset
+    assert {e["outputs"][0]["namespace"] for e in events if e["outputs"]} == {
+        "kafka://" + broker.bootstrap_servers.split(",")[0]}
+    reads = {e["inputs"][0]["facets"]["topicLineage_incarnation"]["topicId"]:
+             e["inputs"][0]["inputFacets"] for e in events
+             if e["inputs"] and e["job"]["name"] == "live.consumer_group.billing"}
+    assert set(reads) == {old_row["topic_id"], new_row["topic_id"]}
+    assert "topicLineage_carriedPosition" not in reads[old_row["topic_id"]]
+    assert reads[new_row["topic_id"]]["topicLineage_carriedPosition"]["groupId"] == "billing"
+    sent = len(receiver.events)
+
     # Nothing new stored since: the next run is a no-op, decided by plan (topic_lineage/noop.py):
     # plan skips build (no spark-submit), validate, publish and, the published gate having
     # warned about nothing, health. None of them is ever scheduled, so no task process is
@@ -250,8 +290,10 @@ def test_snapshot_then_incarnations_dag_publish_a_recreated_topic(broker, build_
     assert [states[(task, -1)] for task in ("plan", "build", "validate", "publish", "health")] == [
         "success", "skipped", "skipped", "skipped", "skipped"
     ]
-    assert tries(again) == {"plan": 1, "build": 0, "validate": 0, "publish": 0, "health": 0}
+    assert tries(again) == {"plan": 1, "build": 0, "validate": 0, "publish": 0, "health": 0,
+                            "lineage": 0}
     assert again.state == "success"
+    assert len(receiver.events) == sent  # nothing emitted again
     assert warehouse.current_version() == published
     assert [m["version"] for m in warehouse.list_versions()] == [published]
 

@@ -35,8 +35,9 @@ def test_pyspark_jars_are_the_same_release_as_its_python_code():
 
 @pytest.mark.parametrize(
     "dist, prefix",
-    [("apache-airflow", "3.3."), ("great-expectations", "1."), ("confluent-kafka", "2.")],
-    ids=["airflow-3.3", "gx-1", "confluent-kafka-2"],
+    [("apache-airflow", "3.3."), ("great-expectations", "1."), ("confluent-kafka", "2."),
+     ("openlineage-python", "1.")],
+    ids=["airflow-3.3", "gx-1", "confluent-kafka-2", "openlineage-python-1"],
 )
 def test_stack_major_versions(dist, prefix):
     assert md.version(dist).startswith(prefix)

@@ -657,3 +657,29 @@ def test_plugin_requires_an_airflow_login(tl_home, tmp_path):
     assert out["cookie"] == 200
     assert out["view"]["name"] == "Topic lineage"
     assert out["view"]["href"] == "/topic-lineage/"
+
+
+def test_a_carried_position_warning_states_the_group_topic_and_incarnation(tl_home):
+    """The page's warning line states what the gate found (which group carried its position
+    onto which topic and incarnation), not the expectation's name; a warning without sample
+    rows keeps its name."""
+    from topic_lineage.quality.suites import NO_CARRIED_POSITIONS
+    from topic_lineage.ui.gate import result_for
+
+    carried = {"table": "group_incarnations", "name": NO_CARRIED_POSITIONS, "success": False,
+               "severity": "warning", "unexpected_count": 1, "rows": [
+                   {"cluster_id": "c1", "group_id": "billing", "topic_name": "orders",
+                    "topic_id": "AaIbNinvcfCJ-jwNWEnfDQ", "incarnation_key": "f3b6f141",
+                    "max_committed_offset": 5}]}
+    fresh = {"table": "snapshot_runs", "name": "fresh snapshots", "success": False,
+             "severity": "warning", "unexpected_count": 1, "rows": []}
+    record = {"version": "v1", "success": True, "outcomes": [carried, fresh],
+              "warnings": [f"group_incarnations: {NO_CARRIED_POSITIONS}",
+                           "snapshot_runs: fresh snapshots"]}
+    assert result_for("v1", [record])["warnings"] == [
+        ("group billing carried its position onto orders (incarnation f3b6f141, topic ID "
+         "AaIbNinvcfCJ-jwNWEnfDQ, cluster c1): committed offset 5 beyond its log end"),
+        "snapshot_runs: fresh snapshots",
+    ]
+    carried["unexpected_count"] = 3
+    assert result_for("v1", [record])["warnings"][0].endswith("(and 2 more: see Data Docs)")

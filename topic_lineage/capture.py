@@ -484,6 +484,9 @@ def capture_snapshot(
         cluster_id, cluster_alias, len(topics), snapshot.error_topic_count, complete,
         time.monotonic() - started,
     )
+    from topic_lineage.lineage.namespaces import remember
+
+    remember(cluster_id, cluster_alias, run.bootstrap)  # OpenLineage names its topics by it
     return snapshot
 
 

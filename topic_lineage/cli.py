@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "topic_lineage.commands.quality_cmds",
     "topic_lineage.commands.demo_cmds",
     "topic_lineage.commands.airflow_cmds",
+    "topic_lineage.commands.lineage_cmds",
 )
 
 

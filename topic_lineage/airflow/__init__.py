@@ -35,6 +35,7 @@ from topic_lineage.airflow.build import (
     build_application,
     build_on_connect_server,
     noop_run,
+    plan_follow,
     plan_version,
     prepare_build,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "log",
     "noop_run",
     "parse_clusters",
+    "plan_follow",
     "plan_version",
     "prepare_build",
     "publish_version",

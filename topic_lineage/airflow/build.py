@@ -54,11 +54,41 @@ def noop_run(version: str) -> list[str] | None:
         log.info("version %s will be built: %s", version, decision)
         return None
     log.info("no-op run, %s: build, validate and publish are skipped (no Spark)", decision)
+    follow = []
     if capture_warnings(decision.version)[0]:
         log.warning("the published version %s passed its gate with warnings; health reports them",
                     decision.version)
-        return list(NOOP_FOLLOW_ON_WARNINGS)
-    return []
+        follow += NOOP_FOLLOW_ON_WARNINGS
+    if lineage_behind(decision.version):
+        log.warning("the OpenLineage events of the published version %s were not all emitted "
+                    "(the last emission failed); lineage sends what is missing", decision.version)
+        follow += NOOP_FOLLOW_LINEAGE
+    return follow
+
+
+NOOP_FOLLOW_LINEAGE = ["lineage"]
+BUILD_FOLLOW = ["build", "validate", "publish", "health"]
+"""What a building run runs after plan when no OpenLineage transport is configured: all but
+``lineage``, which would only start a task process to skip itself."""
+
+
+def plan_follow(version: str) -> list[str] | None:
+    """The ``plan`` task's decision: None runs every task after it; a list, only those (the
+    others are skipped from plan, so no task process is started for them)."""
+    from topic_lineage.lineage import emit
+
+    follow = noop_run(version)
+    if follow is None and not emit.configured():
+        return list(BUILD_FOLLOW)
+    return follow
+
+
+def lineage_behind(published: str) -> bool:
+    """Whether an OpenLineage transport is configured and the last emission did not complete
+    for ``published`` (no client is imported: the plan stays cheap)."""
+    from topic_lineage.lineage import emit, ledger
+
+    return emit.configured() and ledger.completed() != published
 
 
 def prepare_build(version: str) -> bool:

@@ -24,7 +24,12 @@ from topic_lineage.airflow import config as c
 from topic_lineage.airflow.assets import snapshots_asset_uri, table_asset_uri
 from topic_lineage.airflow.capture import run_snapshot_task
 from topic_lineage.airflow.operators import BuildVersionOperator, PlanOperator
-from topic_lineage.airflow.publish import check_health, publish_version, validate_version
+from topic_lineage.airflow.publish import (
+    check_health,
+    emit_lineage,
+    publish_version,
+    validate_version,
+)
 
 SNAPSHOT_DOC = """
 ### kafka_topic_snapshot
@@ -74,6 +79,11 @@ publishes it: write, audit, publish, as three visible tasks.
   but whose captures are unhealthy is red; it runs after publish, even a
   skipped one. In a no-op run it reports the published version's warnings (and is skipped when
   there are none).
+* **lineage** (after publish, even a skipped one) emits the OpenLineage events of what the
+  published version adds (topic incarnations created, altered, renamed, dropped; consumer
+  groups reading them) through the configured transport, each once; skipped when none is
+  configured. A failing receiver fails it (retried; the tables stay published), and the next
+  run, even a no-op one, sends what is missing (docs/lineage.md).
 * **Backfills** (UI: *Trigger* → *Backfill*, or `airflow backfill create --dag-id
   topic_incarnations ...`), in either direction and with any `max_active_runs`, leave the same
   published tables as one normal run: the tables are a pure function of the stored snapshots (R5).
@@ -195,10 +205,18 @@ def incarnations_dag(opts: c.DagOptions, snapshots: Asset, table_assets: list[As
             with c.options_environment(opts):
                 return check_health(version_id)
 
+        @task(retries=3, trigger_rule="none_failed", execution_timeout=timedelta(minutes=30))
+        def lineage(version_id: str) -> dict:
+            """OpenLineage events of what the published version adds (incarnations, consumer
+            lineage; docs/lineage.md), each once; skipped when no transport is configured."""
+            with c.options_environment(opts):
+                return emit_lineage(version_id)
+
         checked = validate(version)
         build >> checked
         published = publish(version)
         checked >> published
         published >> health(version)
+        published >> lineage(version)
 
     return topic_incarnations()

@@ -11,7 +11,7 @@ from airflow.sdk import BaseOperator
 from topic_lineage.airflow.build import (
     build_application,
     build_on_connect_server,
-    noop_run,
+    plan_follow,
     plan_version,
     prepare_build,
 )
@@ -23,7 +23,8 @@ class PlanOperator(BaseOperator, SkipMixin):
     decides, without Spark, whether the run is a no-op (:func:`topic_lineage.airflow.build.
     noop_run`). A no-op run skips its downstream tasks from here, as a branch does, so the
     scheduler starts no task process for ``build``, ``validate``, ``publish`` (nor ``health``
-    unless the published version's gate warned)."""
+    unless the published version's gate warned); ``lineage`` likewise when no OpenLineage
+    transport is configured (:func:`topic_lineage.airflow.build.plan_follow`)."""
 
     def __init__(self, *, options: DagOptions | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -35,7 +36,7 @@ class PlanOperator(BaseOperator, SkipMixin):
 
     def _execute(self, context: Any) -> str:
         version = plan_version(context["run_id"], context["dag_run"].run_type)
-        follow = noop_run(version)
+        follow = plan_follow(version)
         if follow is None:
             return version
         ti = context["ti"]

@@ -180,3 +180,25 @@ def check_health(version: str) -> dict[str, Any]:
             "validated and published as usual."
         )
     return {"version": version, "warnings": [], "findings": findings}
+
+
+def emit_lineage(version: str) -> dict[str, Any]:
+    """OpenLineage events of what the published version adds (docs/lineage.md), after publish.
+
+    Skipped when no OpenLineage transport is configured. A transport failure fails this task
+    (retried later; the next run sends what is missing too); the published tables are never
+    touched. ``version`` is this run's (often the published one); what is emitted is always
+    the published version's.
+    """
+    from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+    from topic_lineage.lineage.emit import EmissionError, emit_published, summary
+
+    try:
+        result = emit_published()
+    except EmissionError as exc:
+        raise AirflowException(str(exc)) from None
+    log.info("run version %s: %s", version, result)
+    if result.transport is None:
+        raise AirflowSkipException(str(result))
+    return summary(result)

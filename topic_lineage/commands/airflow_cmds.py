@@ -4,7 +4,7 @@
 server, LocalExecutor, the repository's ``dags/`` and ``plugins/``, a login with a generated
 admin password), migrates its database and creates the connections (``kafka_default``,
 ``spark_default``), the cluster Variable and the pools. ``start`` runs PostgreSQL, the
-api-server, scheduler and dag-processor and prints how to sign in, open the UI and trigger a
+api-server, scheduler, dag-processor and triggerer and prints how to sign in, open the UI and trigger a
 backfill; ``stop`` ends them all; ``env`` prints the environment for running ``airflow``
 commands against this home (``eval "$(topic-lineage airflow env)"``).
 
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="no login: every local process is an Airflow admin (throw-away demos only)")
     s.set_defaults(func=cmd_setup)
 
-    s = cmds.add_parser("start", help="start PostgreSQL, api-server, scheduler, dag-processor")
+    s = cmds.add_parser("start", help="start PostgreSQL, api-server, scheduler, dag-processor, triggerer")
     s.add_argument("--detach", action="store_true", help="return once Airflow answers")
     s.set_defaults(func=cmd_start)
 

@@ -1,6 +1,7 @@
 """The local Airflow deployment behind ``topic-lineage airflow ...`` and ``topic-lineage demo``:
 its home, state and secrets, setup (PostgreSQL, migrations, connections, Variable, pools) and the
-supervisor that starts and stops PostgreSQL, the api-server, the scheduler and the dag-processor.
+supervisor that starts and stops PostgreSQL, the api-server, the scheduler, the dag-processor and
+the triggerer.
 
 ``setup`` creates an Airflow home under ``$TOPIC_LINEAGE_HOME/airflow`` (a private PostgreSQL
 server, LocalExecutor, the repository's ``dags/`` and ``plugins/``, a login with a generated
@@ -36,7 +37,10 @@ from topic_lineage.fsutil import pid_alive, write_durably
 from topic_lineage.local import postgres as pg
 from topic_lineage.local.db_check import LOCAL_SETTINGS
 
-COMPONENTS = ("api-server", "scheduler", "dag-processor")
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+"""The Airflow components ``start`` runs. The triggerer runs deferred tasks (none of ours defer);
+without it Airflow's home page shows its health badge red on a healthy install, and a user's own
+deferrable operator would wait forever."""
 STATE_FILE = "topic-lineage-airflow.json"
 PASSWORDS_FILE = "passwords.json"
 SECRETS_DIR = "secrets"

@@ -20,6 +20,7 @@ from typing import Any
 from topic_lineage import tables
 from topic_lineage.quality import context as quality_context
 from topic_lineage.quality import overview as quality_overview
+from topic_lineage.quality.suites import NO_CARRIED_POSITIONS
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +44,41 @@ def _failed(outcomes: list[dict], severity_is_warning: bool) -> list[str]:
     ]
 
 
+def _carried(row: dict) -> str:
+    return (f"group {row.get('group_id')} carried its position onto {row.get('topic_name')} "
+            f"(incarnation {row.get('incarnation_key')}, topic ID {row.get('topic_id')}, cluster "
+            f"{row.get('cluster_id')}): committed offset {row.get('max_committed_offset')} beyond "
+            "its log end")
+
+
+FINDINGS = {NO_CARRIED_POSITIONS: _carried}
+"""Warnings stated as what the gate found, from the outcome's sample rows (by expectation)."""
+
+
+def findings(outcome: dict) -> list[str] | None:
+    """A failed warning as its findings (which group, topic, incarnation), or None when the
+    outcome has no rows to say it with (then the expectation's name stands)."""
+    state = FINDINGS.get(outcome.get("name"))
+    rows = outcome.get("rows") or []
+    if state is None or not rows:
+        return None
+    found = [state(row) for row in rows]
+    more = (outcome.get("unexpected_count") or len(rows)) - len(rows)
+    if more > 0:
+        found[-1] += f" (and {more} more: see Data Docs)"
+    return found
+
+
 def summarize(record: dict) -> dict[str, Any]:
-    """One gate record as the page shows it (old records without severities included)."""
+    """One gate record as the page shows it (old records without severities included).
+    Warnings the gate's rows can state as findings are (:func:`findings`)."""
     outcomes = record.get("outcomes") or []
     warnings = record.get("warnings")
     if not isinstance(warnings, list):
         warnings = _failed(outcomes, severity_is_warning=True)
+    stated = {f"{o.get('table')}: {o.get('name')}": findings(o) for o in outcomes
+              if not o.get("success") and o.get("severity") == WARNING}
+    warnings = [text for w in warnings for text in (stated.get(str(w)) or [w])]
     details = {}
     for table, link in (record.get("detail_pages") or {}).items():
         page = _page(link)

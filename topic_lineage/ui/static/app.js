@@ -154,7 +154,7 @@ function renderGate(result) {
     }
     if (result.warnings && result.warnings.length) {
       box.append(" ", el("span", { class: "badge warn", id: "gate-warnings" },
-        `${result.warnings.length} warning(s): ${result.warnings.join(", ")}`));
+        `${result.warnings.length} warning(s): ${result.warnings.join("; ")}`));
     }
   }
   if (result && result.report) box.append(" ", link(result.report, "gate report"));
