@@ -80,7 +80,7 @@ def _file_key(relative: str) -> tuple[str, str]:
     return t.cluster_from_partition(parts[0]), Path(parts[-1]).stem
 
 
-def empty_frame(spark, ddl: str):
+def _empty_frame(spark, ddl: str):
     """No rows, the DDL's columns; planned in the JVM (``createDataFrame([])`` would make every
     job that reads it start Python workers)."""
     types = [part.strip().split()[:2] for part in ddl.split(",")]
@@ -350,7 +350,7 @@ def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
     in_scope = F.lit(True) if clusters is None else cluster.isin(sorted(clusters))
     group_rows = (
         spark.read.schema(t.GROUP_STORE_DDL).parquet(*[str(root / r) for r in read])
-        if read else empty_frame(spark, t.GROUP_STORE_DDL)
+        if read else _empty_frame(spark, t.GROUP_STORE_DDL)
     )
     snapshots = _read_table_files(spark, out / t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL).where(in_scope)
     incarnations = _read_table_files(spark, out / t.TOPIC_INCARNATIONS,
