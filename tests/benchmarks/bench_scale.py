@@ -164,14 +164,20 @@ def main(argv: list[str] | None = None) -> int:
         log(f"scale: {failed}")
         status = 1
     finally:
-        doc["finished_at"] = utc_now()
-        text = json.dumps(doc, indent=1)
-        print(text, flush=True)
-        if args.json_out:
-            Path(args.json_out).write_text(text + "\n")
-        if not args.keep and not args.work:
-            shutil.rmtree(work, ignore_errors=True)
+        finish(doc, args, work)
     return status or (0 if doc.get("cross_check", {}).get("identical", True) else 1)
+
+
+def finish(doc: dict, args: argparse.Namespace, work: Path) -> None:
+    """Print the JSON document (and write it to ``--json-out``); remove the working directory
+    unless ``--keep`` or ``--work`` asked to keep it."""
+    doc["finished_at"] = utc_now()
+    text = json.dumps(doc, indent=1)
+    print(text, flush=True)
+    if args.json_out:
+        Path(args.json_out).write_text(text + "\n")
+    if not args.keep and not args.work:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

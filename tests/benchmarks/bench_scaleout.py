@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.bench_scale import StepFailed, generate, stored
+from tests.benchmarks.bench_scale import StepFailed, finish, generate, stored
 from tests.benchmarks.run_all import PY, PeakRss, log, run_measured, spark_env, utc_now
 
 QUICK = {"topics": 800, "rounds": 24, "clusters": 8}
@@ -209,13 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["error"] = f"{type(failed).__name__}: {failed}"
         status = 1
     finally:
-        doc["finished_at"] = utc_now()
-        text = json.dumps(doc, indent=1)
-        print(text, flush=True)
-        if args.json_out:
-            Path(args.json_out).write_text(text + "\n")
-        if not args.keep and not args.work:
-            shutil.rmtree(work, ignore_errors=True)
+        finish(doc, args, work)
     return status or (0 if doc.get("comparison", {}).get("identical") else 1)
 
 

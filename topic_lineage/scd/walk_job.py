@@ -286,7 +286,7 @@ class _ObservationWriter:
     def __init__(self, path: Path, task: ClusterTask, cores: int):
         self.path, self.cluster_id, self.version = path, task.cluster_id, task.version
         self.per_file = task.observation_rows
-        self.pending, self.rows, self.files = [], 0, []
+        self.pending, self.rows, self.written, self.writing = [], 0, 0, []
         # one core: written in turn (see _read_ahead); more: in a thread beside the walk
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="walk-topic-snapshots") if cores > 1 else None
 
@@ -303,15 +303,15 @@ class _ObservationWriter:
     def _flush(self) -> None:
         if not self.pending:
             return
-        writing = [f for f in self.files if not isinstance(f, str) and not f.done()]
-        if len(writing) > 1:  # at most two files in the writing: memory stays bounded
-            writing[0].result()
-        name = part_name(self.cluster_id, self.version, f"-{len(self.files):05d}")
+        name = part_name(self.cluster_id, self.version, f"-{self.written:05d}")
+        self.written += 1
         if self.pool is None:
             self._write(self.pending, name)
-            self.files.append(name)
         else:
-            self.files.append(self.pool.submit(self._write, self.pending, name))
+            busy = [f for f in self.writing if not f.done()]
+            if len(busy) > 1:  # at most two files in the writing: memory stays bounded
+                busy[0].result()
+            self.writing.append(self.pool.submit(self._write, self.pending, name))
         self.pending, self.rows = [], 0
 
     def _write(self, parts: list, name: str) -> None:
@@ -332,9 +332,8 @@ class _ObservationWriter:
         try:
             if error is None:
                 self._flush()
-            for written in self.files:
-                if not isinstance(written, str):
-                    written.result()
+            for written in self.writing:  # a failed write is the task's error
+                written.result()
         finally:
             if self.pool is not None:
                 self.pool.shutdown()
