@@ -1,12 +1,12 @@
 """Write published-table fixtures (Parquet in the contract schema) for UI tests and benchmarks.
 
-The layout is the one builds publish: ``versions/<version>/<table>/*.parquet`` plus the
-``CURRENT`` pointer, with the writer litter (``_SUCCESS``, ``.crc``) readers must ignore.
+The layout is the one builds write: ``versions/<version>/<table>/*.parquet``, with the writer
+litter (``_SUCCESS``, ``.crc``) readers must ignore; publishing stages the files in the Iceberg
+tables and moves their ``main``, as a build's publish does.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -127,9 +127,8 @@ def publish(version: str, incarnations: list[dict], runs: list[dict] = (),
     write_table(version_dir, tables.GROUP_OFFSETS, list(group_offsets))
     write_table(version_dir, tables.GROUP_INCARNATIONS, list(group_incarnations))
     if point:
-        pointer = tables.current_pointer()
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        temporary = pointer.with_name(".CURRENT.tmp")
-        temporary.write_text(version + "\n", encoding="utf-8")
-        os.replace(temporary, pointer)
+        from topic_lineage.warehouse import iceberg
+
+        staged = iceberg.stage(version, {table: version_dir / table for table in tables.TABLES})
+        iceberg.publish_main(version, staged[iceberg.SNAPSHOTS_KEY])
     return version_dir

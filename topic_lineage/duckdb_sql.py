@@ -51,11 +51,18 @@ def duckdb_columns(ddl: str) -> list[tuple[str, str]]:
 
 
 def table_files(version: str, table: str) -> list[Path]:
-    """The Parquet files of one table of one version, skipping hidden and ``_``-prefixed paths.
+    """The Parquet files of one table of one version: the data files of its Iceberg snapshot
+    (topic_lineage.warehouse.iceberg); for a version built before the tables were Iceberg
+    tables, its directory's, skipping hidden and ``_``-prefixed paths.
 
     Writers (Spark, pyarrow) leave ``_SUCCESS``, ``.crc`` and ``_temporary`` entries beside the
     data; those are never data (Spark skips them too).
     """
+    from topic_lineage.warehouse import iceberg
+
+    staged = iceberg.version_files(version, table)
+    if staged is not None:
+        return [Path(f) for f in staged]
     root = wh.version_path(version, table)
     if not root.is_dir():
         return []

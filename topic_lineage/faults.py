@@ -11,8 +11,8 @@ Build stages (``<action>@<stage>``):
   ``fault-<stage>.release`` exists there (at most 10 minutes), so a test can act in between.
 
   Stages: ``write`` (tables half written: snapshot_runs done, topic_incarnations not yet),
-  ``validate`` (all written, before the quality gate), ``publish`` (the new pointer is written to
-  a temporary file, not yet renamed over ``CURRENT``), ``read`` (a reader, ``topic-lineage query``
+  ``validate`` (all written, before the quality gate), ``publish`` (``main`` of every table but
+  ``topic_incarnations``, which names the published version, moved to the new version), ``read`` (a reader, ``topic-lineage query``
   or the UI loading a version, has pinned its version and not yet read the files). Without the
   variable this does nothing.
 

@@ -5,7 +5,7 @@ capture checks by name every topic known live that the listing lacks (contract, 
 completeness"). "Known live" is the union of two reads, neither of which needs Spark:
 
 - the **published** ``topic_incarnations``: names of the cluster's current rows (the version
-  named by ``CURRENT``; its Parquet files read with pyarrow, only two columns, filtered by
+  published (``main`` of the Iceberg tables); its Parquet files read with pyarrow, only two columns, filtered by
   cluster);
 - the **snapshot store**: every topic name in the cluster's newest *complete* stored snapshot and
   in every snapshot stored after it (incomplete ones, imports included). These are the names a

@@ -8,8 +8,10 @@ Layout under ``TOPIC_LINEAGE_HOME`` (default ``~/.topic-lineage``)::
 
     snapshots/cluster=<cluster_id, %-escaped>/date=<YYYY-MM-DD>/<captured_at>.parquet
     quarantine/                      stored snapshot files moved aside by `topic-lineage quarantine`
-    warehouse/versions/<version>/<table>/   one immutable directory per build (Parquet)
-    warehouse/CURRENT                the published version's name (replaced atomically)
+    warehouse/versions/<version>/<table>/   one immutable directory per build (Parquet): the
+                                     data files of the version's Iceberg snapshots
+    warehouse/catalog.db, iceberg/   the embedded Iceberg catalog (when no other is configured)
+    warehouse/CURRENT                only in a home from before the Iceberg tables, until moved over
     quality/                         Great Expectations results and Data Docs
     locks/                           build / publish / ingest locks
 """

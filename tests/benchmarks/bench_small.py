@@ -114,7 +114,19 @@ class Variant:
         wall = time.perf_counter() - started
         if out.returncode:
             raise SystemExit(f"{self.name} {label} failed:\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
-        return {"wall_s": round(wall, 2), "jobs": spark_jobs(event_dir) if event_dir else None}
+        return {"wall_s": round(wall, 2), "jobs": spark_jobs(event_dir) if event_dir else None,
+                **self.iceberg_costs()}
+
+    def iceberg_costs(self) -> dict:
+        """What the newest version's Iceberg commits cost (staging on its branch, moving main),
+        as its manifest records them (absent before the tables were Iceberg tables)."""
+        manifests = [json.loads(p.read_text())
+                     for p in (self.home / "warehouse" / "versions").glob("*/manifest.json")]
+        if not manifests:
+            return {}
+        newest = max(manifests, key=lambda m: m.get("created_at", ""))
+        return {"iceberg_stage_s": newest.get("iceberg_stage_seconds"),
+                "iceberg_publish_s": newest.get("iceberg_publish_seconds")}
 
 
 def store(home: Path, history, start: int, stop: int) -> float:
@@ -198,7 +210,9 @@ def main(argv=None) -> int:
 def _median_run(runs: list[dict]) -> dict:
     """One kind of build of one code: the median wall time, every wall time, the jobs."""
     return {"wall_s": round(statistics.median(r["wall_s"] for r in runs), 2),
-            "walls_s": [r["wall_s"] for r in runs], "jobs": runs[-1]["jobs"]}
+            "walls_s": [r["wall_s"] for r in runs], "jobs": runs[-1]["jobs"],
+            "iceberg_stage_s": [r.get("iceberg_stage_s") for r in runs],
+            "iceberg_publish_s": [r.get("iceberg_publish_s") for r in runs]}
 
 
 def _observations(home: Path) -> int:
@@ -263,7 +277,8 @@ def _print(result: dict, variants: list[Variant]) -> None:
                         for key in ("meets_goal", "meets_goal_against_spark_as_shipped")]
             print(f"{variant.name:<28} {kind:<12} {run['wall_s']:>7.1f} {run['ratio_to_bare']:>7.2f} "
                   f"{run['ratio_to_bare_no_archive']:>7.2f} {run['goal']:>5} {run['jobs']:>5}  "
-                  f"{' / '.join(verdicts)}")
+                  f"{' / '.join(verdicts)}; Iceberg: stage {run['iceberg_stage_s']} s, "
+                  f"publish {run['iceberg_publish_s']} s")
     if "connect" in result:
         c = result["connect"]
         print(f"warm Spark Connect server, one cycle (store + build), end to end: {c['end_to_end_s']:.1f} s "

@@ -15,7 +15,8 @@ def snapshots_asset_uri() -> str:
 
 
 def table_asset_uri(table: str) -> str:
-    """A published table, as a file URI under the warehouse (its readers follow ``CURRENT``)."""
+    """A published table, as a file URI under the warehouse (an asset name: the table itself is
+    an Iceberg table, docs/warehouse.md)."""
     return (t.warehouse_dir() / table).as_uri()
 
 

@@ -155,7 +155,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
         print(json.dumps([
             {k: m.get(k) for k in ("version", "status", "created_at", "mode", "base_version",
                                    "snapshot_count", "row_counts", "rejected_reason", "gate",
-                                   "forced")}
+                                   "forced", "iceberg_snapshots")}
             | {"current": m["version"] == current, "gate_passed": wh.gate_passed(m)}
             for m in versions
         ], indent=2))
@@ -166,6 +166,12 @@ def cmd_versions(args: argparse.Namespace) -> int:
         print(f"{mark} {m['version']:<40} {m.get('status', '?'):<10} {m.get('mode') or '-':<12} "
               f"{m.get('snapshot_count', '-'):>9}  {m.get('created_at', ''):<28}  {_gate_cell(m)}")
     print(f"{len(versions)} version(s); * = published")
+    from topic_lineage.warehouse import iceberg
+
+    name, props, embedded = iceberg.catalog_properties()
+    where = "embedded" if embedded else props.get("uri") or props.get("type", "?")
+    print(f"Iceberg catalog {name!r} ({where}), namespace {iceberg.NAMESPACE}: main of every table "
+          f"is the published version; each version's snapshots are on branch audit-<version>")
     return 0
 
 

@@ -247,16 +247,16 @@ def _check_table(version: str, table: str) -> Path:
 def read_version(spark, version: str, *, skip: tuple[str, ...] = ()) -> dict:
     """Every table of a built version as DataFrames, in the contract's column order; the
     tables in ``skip`` are checked to exist but not read (the caller reads part of them)."""
+    from topic_lineage.duckdb_sql import table_files
+
     frames = {}
     for table in t.TABLES:
-        path = _check_table(version, table)
+        _check_table(version, table)
         if table in skip:
             continue
-        frames[table] = (
-            spark.read.option("recursiveFileLookup", "true")  # every column is in the files
-            .parquet(str(path))
-            .select(*t.ddl_columns(t.TABLE_DDL[table]))
-        )
+        # the files of the version's staged Iceberg snapshot: what publishing would publish
+        files = [str(f) for f in table_files(version, table)]
+        frames[table] = spark.read.parquet(*files).select(*t.ddl_columns(t.TABLE_DDL[table]))
     return frames
 
 

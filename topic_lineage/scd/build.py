@@ -153,6 +153,8 @@ def build_version(
     ``base_version`` defaults to the published version. Holds the build lock throughout, and
     pins the base as a reader (retention cannot remove it while it is read).
     """
+    with wh.build_lock():
+        wh.adopt_legacy()  # a home published before its tables were Iceberg tables
     with wh.build_lock(), wh.reading(base_version) as base:
         return _build(spark, version_id or wh.new_version_id(), full_refresh, policy or hold_policy(),
                       base)
@@ -225,7 +227,13 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
         counts = {table: _row_count(out / table) for table in t.TABLES}
         newest = _newest_per_cluster(out / t.SNAPSHOT_RUNS)
     from topic_lineage.snapshot import compact_timestamp
+    from topic_lineage.warehouse import iceberg
 
+    # write-audit-publish: every table's files become one snapshot on the version's audit
+    # branch; main does not move until the version is published
+    staging = time.monotonic()
+    staged = iceberg.stage(version, {table: out / table for table in t.TABLES})
+    stage_seconds = round(time.monotonic() - staging, 3)
     mode = "full" if manifest is None else "incremental"
     info = VersionInfo(
         version=version, mode=mode, base_version=manifest and base, snapshot_count=len(files),
@@ -238,6 +246,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
         recomputed_clusters=recomputed, row_counts=counts, seconds=info.seconds,
         input_bytes=input_bytes, spark_settings=small_input or "session",
         derivation=WALK_TASKS, walk_job_seconds=job_seconds,
+        **staged, iceberg_stage_seconds=stage_seconds,
         # where each cluster's walk ran: its task's executor, worker process and time
         walk_tasks={s["cluster_id"]: {k: v for k, v in s.items() if k not in ("cluster_id", "error_path", "error")}
                     for s in summaries},

@@ -1,11 +1,11 @@
 """The published version of the tables, held in an in-process DuckDB database for the UI.
 
-The page must not start a JVM per request, and must stay fast on large tables. So the Parquet
-files of the published version (``tables.versions_dir()/<version>/<table>/**/*.parquet``, the
-version named by ``tables.current_pointer()``) are loaded into DuckDB once per published
-version. Every request re-reads the pointer (a few bytes) and reloads only when it names a new
-version; because a publish replaces the pointer atomically and never touches a published
-directory, a request always sees one whole version, never a mix (R7). While it loads, the version
+The page must not start a JVM per request, and must stay fast on large tables. So the data
+files of the published version (the Iceberg snapshots ``main`` of the tables holds: the version
+:func:`topic_lineage.warehouse.current_version` names) are loaded into DuckDB once per published
+version. Every request asks which version is published (for the embedded catalog, one SQLite
+row and one metadata file) and reloads only when it is a new one; every table is read at that
+version's snapshot, so a request always sees one whole version, never a mix (R7). While it loads, the version
 is pinned as a reader (:func:`topic_lineage.warehouse.reading`), so retention after a publish
 cannot remove its files half-way; once loaded, the request no longer needs them.
 """
@@ -32,12 +32,9 @@ class PublishedVersionError(TopicLineageError):
 
 def current_version() -> str | None:
     """Name of the published version, or ``None`` when nothing has been published yet."""
-    pointer = tables.current_pointer()
-    try:
-        text = pointer.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-    return text or None
+    from topic_lineage import warehouse
+
+    return warehouse.current_version()
 
 
 @dataclass(frozen=True)
@@ -60,7 +57,7 @@ def load(version: str | None) -> Published:
     counts = {}
     if version is not None and not (tables.versions_dir() / version).is_dir():
         raise PublishedVersionError(
-            f"the published version {version!r} named by {tables.current_pointer()} has no "
+            f"the published version {version!r} (main of the Iceberg tables) has no "
             f"directory under {tables.versions_dir()}; re-run the build to publish a version"
         )
     for table in tables.TABLES:

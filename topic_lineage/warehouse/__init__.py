@@ -6,13 +6,15 @@ names), ``_walk_state/`` (each cluster's saved walk, which the next incremental 
 saying what the version is (status, snapshots it includes, mode, row counts). Nothing in a version
 directory is modified after it is built, except its manifest's status.
 
-``CURRENT`` names the published version and is replaced atomically and durably
-(:func:`topic_lineage.fsutil.replacing`), so a reader sees the previous or the new version,
-never a mix. A killed build leaves only an unpublished directory behind (status ``building``);
-retention removes it later.
+The tables are Iceberg tables (:mod:`~topic_lineage.warehouse.iceberg`): a build stages each
+table's files as a snapshot on its version's audit branch, and publishing moves ``main`` of each
+table to it, ``topic_incarnations`` last; that table's ``main`` names the published version and
+readers read every table at that version's snapshots, so a reader sees the previous or the new
+version, never a mix. A killed build leaves only an unpublished directory and branch behind
+(status ``building``); retention removes them later.
 
 Only a version the quality gate passed is published (:func:`publish`, the one function that
-changes ``CURRENT``; ``--force --reason`` overrides the gate and is recorded in the manifest).
+moves ``main``; ``--force --reason`` overrides the gate and is recorded in the manifest).
 
 Spark SQL access (:func:`register_tables`) uses an in-memory catalog with read-only views over
 the published version's files: no metastore database, so any number of readers can run while a
@@ -32,6 +34,7 @@ from topic_lineage.warehouse.publish import (
     PublishDecision,
     PublishOutcome,
     PublishRefused,
+    adopt_legacy,
     apply_retention,
     decide_publish,
     gate_passed,
@@ -73,7 +76,7 @@ __all__ = [
     "VALIDATED", "WALK_STATE",
     "BuildLockedError", "PublishDecision", "PublishOutcome", "PublishRefused", "QueryRefused",
     "WarehouseError",
-    "apply_retention", "build_lock", "check_read_only", "current_version", "decide_publish",
+    "adopt_legacy", "apply_retention", "build_lock", "check_read_only", "current_version", "decide_publish",
     "gate_passed", "init_sql_path", "list_versions", "new_version_id", "publish", "read_manifest",
     "reading", "record_verdict", "register_tables", "set_status", "version_derivation", "version_dir", "version_inputs",
     "version_path", "write_init_sql", "write_manifest",

@@ -34,7 +34,8 @@ def build_lock() -> Iterator[None]:
 
 
 def publish_lock() -> contextlib.AbstractContextManager[bool]:
-    """Held while a manifest's verdict is recorded or ``CURRENT`` is changed (waits its turn)."""
+    """Held while a manifest's verdict is recorded or ``main`` of the tables moves (waits its
+    turn; across machines, the catalog's compare-and-swap on ``main`` decides)."""
     return file_lock(_lock_path("publish"))
 
 
@@ -79,6 +80,9 @@ def remove_unless_read(name: str) -> bool:
     with file_lock(path, blocking=False) as acquired:
         if not acquired:
             return False
+        from topic_lineage.warehouse import iceberg
+
+        iceberg.drop_version(name)  # its branch and snapshots first: no table names its files
         shutil.rmtree(version_dir(name), ignore_errors=True)
         path.unlink(missing_ok=True)
     return True

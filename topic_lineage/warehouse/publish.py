@@ -1,15 +1,15 @@
 """The quality gate's verdict in a manifest, the decision whether to publish, :func:`publish`
-(the one function that changes ``CURRENT``) and retention."""
+(the one function that moves ``main`` of the Iceberg tables) and retention."""
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 
 from topic_lineage import tables as t
-from topic_lineage.faults import fault_point
-from topic_lineage.fsutil import replacing
+from topic_lineage.warehouse import iceberg
 from topic_lineage.warehouse import versions as v
 from topic_lineage.warehouse.locks import build_running, publish_lock, remove_unless_read
 from topic_lineage.warehouse.sql import write_init_sql
@@ -184,6 +184,42 @@ def _refusal(version: str, manifest: dict) -> str | None:
     )
 
 
+def staged_snapshots(version: str, manifest: dict | None = None) -> dict[str, int]:
+    """Table -> the Iceberg snapshot holding ``version`` (staged by its build); a version built
+    before the tables were Iceberg tables is staged now, its files added as they are."""
+    manifest = manifest if manifest is not None else v.read_manifest(version)
+    snapshots = manifest.get(iceberg.SNAPSHOTS_KEY) or {}
+    if all(table in snapshots for table in t.TABLES):
+        return snapshots
+    staged = iceberg.stage(version, {x: v.version_path(version, x) for x in t.TABLES})
+    manifest = v.read_manifest(version)
+    manifest.update(staged)
+    v.write_manifest(version, manifest)
+    return staged[iceberg.SNAPSHOTS_KEY]
+
+
+def adopt_legacy() -> str | None:
+    """Move a home published before the tables were Iceberg tables over: the version its
+    ``CURRENT`` file names becomes ``main`` of the Iceberg tables (its files added as they are,
+    nothing rewritten or removed), and ``CURRENT`` goes. Called by every build and publish;
+    returns the version moved over (None: nothing to do)."""
+    if iceberg.published_version() is not None or v.legacy_version() is None:
+        return None
+    with publish_lock():
+        legacy = v.legacy_version()
+        if iceberg.published_version() is not None or legacy is None:
+            return None
+        if not all(v.version_path(legacy, x).is_dir() for x in t.TABLES):
+            log.warning("the published version %s (CURRENT) lacks a table: not moved over to "
+                        "Iceberg; the next build publishes a new version", legacy)
+            return None
+        iceberg.publish_main(legacy, staged_snapshots(legacy))
+        t.current_pointer().unlink(missing_ok=True)
+    log.info("moved the published version %s over to the Iceberg tables (catalog %r)", legacy,
+             iceberg.catalog_name())
+    return legacy
+
+
 def publish(
     version: str,
     *,
@@ -206,12 +242,15 @@ def publish(
       may keep the published version (it was built over more or the same snapshots); the
       outcome then says so and nothing changes.
 
-    Then the pointer is replaced atomically, ``init.sql`` rewritten, and retention applied
+    Then ``main`` of every table moves to the version's staged snapshot (a compare-and-swap
+    each, ``topic_incarnations`` last: :func:`topic_lineage.warehouse.iceberg.publish_main`),
+    ``init.sql`` is rewritten, and retention applied
     (``keep``, default ``$TOPIC_LINEAGE_KEEP_VERSIONS`` or 5; never the current version, a
     running build's, or one a reader has pinned).
     """
     if force_reason is not None and not force_reason.strip():
         raise PublishRefused("--force needs a --reason saying why the gate is overridden")
+    adopt_legacy()
     with publish_lock():
         manifest = v.read_manifest(version)
         status = manifest.get("status")
@@ -245,13 +284,13 @@ def publish(
                       "at": v.now_text(), "status_before": status, "gate": manifest.get("gate")}
             reason = f"FORCED past the quality gate: {force_reason.strip()}"
             log.warning("publishing %s past the quality gate (%s): %s", version, refusal, force_reason)
-        with replacing(t.current_pointer()) as tmp:
-            tmp.write_text(version + "\n")
-            fault_point("publish")  # fault suite: pointer written, not renamed (topic_lineage/faults.py)
+        began = time.monotonic()
+        iceberg.publish_main(version, staged_snapshots(version, manifest))
+        cost = {"iceberg_publish_seconds": round(time.monotonic() - began, 3)}
         if forced is not None:
-            v.set_status(version, v.PUBLISHED, forced=[*manifest.get("forced", []), forced])
+            v.set_status(version, v.PUBLISHED, forced=[*manifest.get("forced", []), forced], **cost)
         elif status != v.PUBLISHED:
-            v.set_status(version, v.PUBLISHED)
+            v.set_status(version, v.PUBLISHED, **cost)
         write_init_sql(version)
         apply_retention(keep)
     log.info("published version %s (previous: %s): %s", version, previous, reason)
@@ -297,7 +336,12 @@ def apply_retention(keep: int | None = None) -> list[str]:
     excess = len(versions) - keep
     removed, in_use = [], []
     for name in removable[: max(excess, 0)]:
-        (removed if remove_unless_read(name) else in_use).append(name)
+        try:
+            gone = remove_unless_read(name)
+        except v.WarehouseError as exc:  # the catalog: the version stays until the next publish
+            log.warning("retention kept version %s: %s", name, exc)
+            continue
+        (removed if gone else in_use).append(name)
     if removed:
         log.info("retention removed version(s) %s", ", ".join(removed))
     if in_use:

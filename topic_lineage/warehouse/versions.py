@@ -98,7 +98,17 @@ def list_versions() -> list[dict]:
 
 
 def current_version() -> str | None:
-    """The published version, or None when nothing is published yet."""
+    """The published version, or None when nothing is published yet: the version ``main`` of
+    the Iceberg tables holds (:mod:`topic_lineage.warehouse.iceberg`). A home whose versions
+    were published before the tables were Iceberg tables names it in its ``CURRENT`` file until
+    the next build or publish moves it over (:func:`topic_lineage.warehouse.publish.adopt_legacy`)."""
+    from topic_lineage.warehouse import iceberg
+
+    return iceberg.published_version() or legacy_version()
+
+
+def legacy_version() -> str | None:
+    """The version a pre-Iceberg home's ``CURRENT`` file names (None: no such file)."""
     try:
         name = t.current_pointer().read_text().strip()
     except FileNotFoundError:
