@@ -93,12 +93,14 @@ def spark(request: dict) -> dict:
         answer = {"engine": f"spark {session.version}", "reads": []}
         for read in request["reads"]:
             ident = f"`{name}`.`{read['namespace']}`.`{read['table']}`"
-            reader = session.read.format("iceberg")
+            # Iceberg 1.12 takes Spark's own time travel (no more `snapshot-id` read option)
             if read.get("snapshot_id") is not None:
-                reader = reader.option("snapshot-id", str(read["snapshot_id"]))
-            if read.get("ref"):
-                reader = reader.option("branch", read["ref"])
-            frame = reader.load(f"{name}.{read['namespace']}.{read['table']}")
+                ident_at = f"{ident} VERSION AS OF {int(read['snapshot_id'])}"
+            elif read.get("ref"):
+                ident_at = f"{ident} VERSION AS OF '{read['ref']}'"
+            else:
+                ident_at = ident
+            frame = session.sql(f"SELECT * FROM {ident_at}")
             instants = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)}
             rows = [
                 {k: normal(v, tz_aware_naive=k in instants) for k, v in row.asDict().items()}
