@@ -40,6 +40,16 @@ def normal(value, tz_aware_naive=False):
     return value
 
 
+def local_path(location: str) -> str:
+    """The local path of a ``file:`` location: ``file:///x`` (pyiceberg) and ``file:/x`` (what
+    Iceberg's Java HadoopFileIO writes, e.g. the REST server's metadata locations) alike."""
+    if location.startswith("file://"):
+        return location[len("file://"):]
+    if location.startswith("file:"):
+        return location[len("file:"):]
+    return location
+
+
 # --- Spark with Iceberg's Spark runtime -------------------------------------------------------
 
 def _spark_catalog_conf(name: str, props: dict) -> dict[str, str]:
@@ -145,6 +155,10 @@ def _load_extensions(con) -> None:
         con.execute(f"LOAD '{found[-1]}'")
 
 
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def duckdb(request: dict) -> dict:
     """``{"reads": [{"metadata_location"?: str, "snapshot_id"?: int}]}`` through
     ``iceberg_scan``, or ``{"rest": {"uri", "warehouse"}, "reads": [{"namespace", "table",
@@ -157,9 +171,9 @@ def duckdb(request: dict) -> dict:
     answer = {"engine": f"duckdb {ddb.__version__}", "reads": []}
     rest = request.get("rest")
     if rest:
-        con.execute(
-            "ATTACH ? AS peer (TYPE iceberg, ENDPOINT ?, AUTHORIZATION_TYPE 'none')",
-            [rest.get("warehouse", ""), rest["uri"]],
+        con.execute(  # ATTACH takes no parameters
+            f"ATTACH {_sql_text(rest.get('warehouse', ''))} AS peer "
+            f"(TYPE iceberg, ENDPOINT {_sql_text(rest['uri'])}, AUTHORIZATION_TYPE 'none')"
         )
     for read in request["reads"]:
         if rest:
@@ -168,9 +182,7 @@ def duckdb(request: dict) -> dict:
                 source += f" AT (VERSION => {int(read['snapshot_id'])})"
             query, params = f"SELECT * FROM {source}", []
         else:
-            location = read["metadata_location"]
-            if location.startswith("file://"):
-                location = location[len("file://"):]
+            location = local_path(read["metadata_location"])
             if read.get("snapshot_id") is not None:
                 query = "SELECT * FROM iceberg_scan(?, snapshot_from_id = ?)"
                 params = [location, int(read["snapshot_id"])]
