@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def normal(value, tz_aware_naive=False):

@@ -23,11 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-iceberg"
 PYTHON = VENV / "bin" / "python"
 SPARK_JARS = VENV / "jars" / "spark"
+REST_JARS = VENV / "jars" / "rest-server"  # topic_lineage.local.rest_catalog's default
 READER = Path(__file__).resolve().parent / "iceberg_peer_reader.py"
 SKIP_ENV = "TOPIC_LINEAGE_NO_ICEBERG_PEERS"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from iceberg_peer_reader import normal  # noqa: E402  (one normalisation for both sides)
+from iceberg_peer_reader import normal
 
 sys.path.pop(0)
 
@@ -42,6 +43,8 @@ def missing() -> str | None:
         return f"{PYTHON} is missing: run bash scripts/install_iceberg_peers.sh (scripts/test.sh does)"
     if not any(SPARK_JARS.glob("iceberg-spark-runtime-*.jar")):
         return f"no iceberg-spark-runtime jar in {SPARK_JARS}: run bash scripts/install_iceberg_peers.sh"
+    if not any(REST_JARS.glob("iceberg-open-api-*-test-fixtures.jar")):
+        return f"no REST catalog server jars in {REST_JARS}: run bash scripts/install_iceberg_peers.sh"
     return None
 
 
@@ -58,7 +61,8 @@ def _run(engine: str, request: dict, timeout_s: float = 600) -> dict:
     if reason:
         raise PeerReadError(reason)
     done = subprocess.run(
-        [str(PYTHON), str(READER), engine], input=json.dumps(request), capture_output=True,
+        [str(PYTHON), str(READER), engine], check=False, input=json.dumps(request),
+        capture_output=True,
         text=True, env=_env(), timeout=timeout_s, cwd=ROOT,
     )
     if done.returncode != 0:

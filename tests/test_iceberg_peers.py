@@ -36,13 +36,14 @@ BRANCH = "publish"
 VERSION_PROPERTY = "topic-lineage.version"
 CATALOG_NAME = "peers"  # pyiceberg's SQL catalog keys its rows by it; Spark's catalog takes it
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _side_venv():
+@pytest.fixture(scope="module")
+def side_venv():
+    """The readers' venv: a failure when it is missing, unless TOPIC_LINEAGE_NO_ICEBERG_PEERS=1."""
     reason = peers.missing()
     if reason and os.environ.get(peers.SKIP_ENV) == "1":
         pytest.skip(f"{peers.SKIP_ENV}=1: the Iceberg peers' venv deliberately not installed ({reason})")
@@ -54,7 +55,12 @@ def iceberg_schema():
     (microseconds), required and optional."""
     from pyiceberg.schema import Schema
     from pyiceberg.types import (
-        BooleanType, IntegerType, LongType, NestedField, StringType, TimestampType,
+        BooleanType,
+        IntegerType,
+        LongType,
+        NestedField,
+        StringType,
+        TimestampType,
         TimestamptzType,
     )
 
@@ -221,6 +227,19 @@ def sql_published(tmp_path_factory):
     return catalog, history
 
 
+def test_the_lock_pins_readers_that_fit_together():
+    """requirements-iceberg.lock: Spark 4.1 (Iceberg's runtime jar is built for it), DuckDB and its
+    extension wheels of one version (an extension loads only into its own DuckDB)."""
+    pins = dict(
+        line.split("==", 1) for line in (peers.ROOT / "requirements-iceberg.lock").read_text().splitlines()
+        if "==" in line and not line.startswith((" ", "#"))
+    )
+    assert pins["pyspark"].startswith("4.1.")
+    assert {pins[f"duckdb-extension-{e}"] for e in ("iceberg", "avro", "httpfs")} == {pins["duckdb"]}
+    pom = (peers.ROOT / "scripts" / "iceberg_peers" / "spark.pom.xml").read_text()
+    assert "<artifactId>iceberg-spark-runtime-4.1_2.13</artifactId>" in pom
+
+
 def test_pyiceberg_reads_what_it_published(sql_published):
     """The reference side: pyiceberg's own rows are the rows written, per snapshot."""
     _, history = sql_published
@@ -233,7 +252,8 @@ def test_pyiceberg_reads_what_it_published(sql_published):
     assert table.properties.get("schema.name-mapping.default"), "add_files sets the name mapping"
 
 
-def test_spark_iceberg_reads_pyiceberg_sql_catalog(sql_published):
+@pytest.mark.slow
+def test_spark_iceberg_reads_pyiceberg_sql_catalog(side_venv, sql_published):
     """Iceberg's JdbcCatalog in Spark 4.1 finds the tables in pyiceberg's SQLite catalog and reads
     main and an older snapshot exactly as pyiceberg does."""
     catalog, history = sql_published
@@ -245,7 +265,7 @@ def test_spark_iceberg_reads_pyiceberg_sql_catalog(sql_published):
     check_spark_answer(answer, history)
 
 
-def test_duckdb_iceberg_reads_the_metadata_file(sql_published):
+def test_duckdb_iceberg_reads_the_metadata_file(side_venv, sql_published):
     """DuckDB's iceberg extension scans the current metadata file: main and an older snapshot."""
     _, history = sql_published
     location = history["table"].metadata_location
@@ -255,7 +275,8 @@ def test_duckdb_iceberg_reads_the_metadata_file(sql_published):
     check_duckdb_answer(answer, history)
 
 
-def test_published_through_a_rest_catalog_server_reads_the_same(tmp_path):
+@pytest.mark.slow
+def test_published_through_a_rest_catalog_server_reads_the_same(side_venv, tmp_path):
     """pyiceberg publishes through Iceberg's own REST catalog server (over a local warehouse);
     Spark-Iceberg and DuckDB-iceberg read main and an older snapshot through the same server
     (DuckDB also by the metadata file) exactly as pyiceberg does."""
@@ -284,3 +305,5 @@ def test_published_through_a_rest_catalog_server_reads_the_same(tmp_path):
                                                {"metadata_location": location,
                                                 "snapshot_id": history["v1"]}]), history)
     assert not server.running
+    with pytest.raises(ProcessLookupError):  # nothing of the server's process group is left
+        os.killpg(server.pid, 0)

@@ -88,6 +88,7 @@ class RestCatalogServer:
         self.java = java
         self.heap = heap
         self.port: int | None = None
+        self.pid: int | None = None  # the server's, also its process group's; kept after stop()
         self.start_seconds: float | None = None
         self.log_path = self.warehouse_dir / "rest-catalog-server.log"
         self.catalog_db = self.warehouse_dir / "rest-catalog.db"
@@ -163,6 +164,7 @@ class RestCatalogServer:
         finally:
             log_file.close()
         self.port = port
+        self.pid = self._process.pid
         self._started_at = time.monotonic()
 
     def _log_tail(self) -> str:
