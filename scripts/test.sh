@@ -18,6 +18,8 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   export TOPIC_LINEAGE_HYPOTHESIS=fast
   fast=(-m "not slow")
+  # --fast installs no .venv-iceberg/: its quick test (DuckDB) runs when it is there, else skips
+  export TOPIC_LINEAGE_NO_ICEBERG_PEERS=${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-1}
 fi
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
