@@ -121,15 +121,21 @@ def rows_v2() -> list[dict]:
     return rows
 
 
-def write_data_file(table, rows: list[dict]) -> str:
-    """A Parquet file written by pyarrow (no field IDs: readers map columns by the table's name
-    mapping, which add_files sets) under the table's data folder; its file:// URI."""
+def write_data_file(table, rows: list[dict], *, field_ids: bool) -> str:
+    """A Parquet file written by pyarrow under the table's data folder; its file:// URI. Without
+    ``field_ids`` the file has none and readers map its columns by name (the table's
+    ``schema.name-mapping.default``, which add_files sets); with them (pyiceberg's
+    ``schema_to_pyarrow``) they are the table's."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
     location = table.location()
     assert location.startswith("file://"), location
     data_dir = Path(location[len("file://"):]) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / f"{uuid.uuid4()}.parquet"
-    pq.write_table(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), path)
+    schema = schema_to_pyarrow(table.schema()) if field_ids else ARROW_SCHEMA
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    assert (b"PARQUET:field_id" in (pq.read_schema(path).field(0).metadata or {})) == field_ids
     return path.as_uri()
 
 
@@ -137,6 +143,7 @@ def publish_history(catalog) -> dict:
     """Two published versions the way topic-lineage publishes: the table's first snapshot (an
     empty append on main), a branch from it, each version's files added on the branch (the second
     replacing the first) with the version in the summary, main moved to the branch after each.
+    The first version's file has no field IDs, the second's has the table's.
     Returns the snapshot ids and the table."""
     from pyiceberg.expressions import AlwaysTrue
 
@@ -148,13 +155,13 @@ def publish_history(catalog) -> dict:
     assert empty is not None, "the empty append left main without a snapshot"
     table.manage_snapshots().create_branch(empty.snapshot_id, BRANCH).commit()
 
-    table.add_files([write_data_file(table, rows_v1())], branch=BRANCH,
+    table.add_files([write_data_file(table, rows_v1(), field_ids=False)], branch=BRANCH,
                     snapshot_properties={VERSION_PROPERTY: "1"})
     v1 = table.refresh().metadata.refs[BRANCH].snapshot_id
     assert table.current_snapshot().snapshot_id == empty.snapshot_id, "add_files moved main"
     table.manage_snapshots().set_current_snapshot(ref_name=BRANCH).commit()
 
-    new_file = write_data_file(table, rows_v2())
+    new_file = write_data_file(table, rows_v2(), field_ids=True)
     with table.transaction() as tx:
         tx.delete(AlwaysTrue(), branch=BRANCH, snapshot_properties={VERSION_PROPERTY: "2"})
         tx.add_files([new_file], branch=BRANCH, snapshot_properties={VERSION_PROPERTY: "2"})
