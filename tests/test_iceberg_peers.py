@@ -314,3 +314,14 @@ def test_published_through_a_rest_catalog_server_reads_the_same(side_venv, tmp_p
     assert not server.running
     with pytest.raises(ProcessLookupError):  # nothing of the server's process group is left
         os.killpg(server.pid, 0)
+
+
+def test_rest_catalog_server_without_its_jars_says_how_to_install(tmp_path, monkeypatch):
+    """No server jars: one error naming the install script, and nothing started."""
+    from topic_lineage.local.rest_catalog import JARS_ENV, RestCatalogError, RestCatalogServer
+
+    monkeypatch.setenv(JARS_ENV, str(tmp_path / "no-jars"))
+    server = RestCatalogServer(tmp_path / "warehouse")
+    with pytest.raises(RestCatalogError, match="scripts/install_iceberg_peers.sh"):
+        server.start()
+    assert server.pid is None and not server.running

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Self
 
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.local.broker import _die_with_parent_preexec
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,8 @@ class RestCatalogServer:
                  "-cp", f"{jars}/*", SERVER_CLASS],
                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True,  # its own process group: stop() ends all of it
+                # and SIGTERM when the thread that started it dies, e.g. a killed test run
+                preexec_fn=_die_with_parent_preexec(),  # noqa: PLW1509 (see broker.py)
             )
         finally:
             log_file.close()
@@ -228,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("warehouse_dir")
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args(argv)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)  # a kill stops the server too, not only Ctrl-C
+    signal.signal(signal.SIGINT, interrupt)
     with RestCatalogServer(args.warehouse_dir, port=args.port) as server:
         print(f"Iceberg REST catalog at {server.uri} over {server.warehouse} "
               f"(started in {server.start_seconds:.1f} s; log: {server.log_path})")
