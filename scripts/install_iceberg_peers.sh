@@ -55,7 +55,7 @@ jars() {
   log=$venv/jars/$name-mvn.log
   mkdir -p $venv/jars
   mvn -B -f "$pom" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$(pwd)/$dir.tmp" \
-    >"$log" 2>&1 || fail "could not fetch the $name jars of $pom from Maven Central: $(grep -m1 -o 'ERROR.*' "$log" | cut -c1-300) (all of mvn's output: $log)"
+    >"$log" 2>&1 || fail "could not fetch the $name jars of $pom from Maven Central: $(grep -m1 '\[ERROR\]' "$log" | cut -c1-300) (all of mvn's output: $log)"
   mv "$dir.tmp" "$dir"
   echo "$want_jars" > "$dir/.installed"
   echo "fetched the $name jars into $(pwd)/$dir ($(du -sh "$dir" | cut -f1))"
