@@ -8,18 +8,26 @@
 # the CPU. TOPIC_LINEAGE_TEST_WORKERS=0 runs everything in this process.
 # Except in --fast mode it also installs .venv-dbt/ (scripts/install_dbt.sh) for the dbt peer
 # benchmark test (tests/test_bench_dbt.py), which fails without it; TOPIC_LINEAGE_NO_DBT=1 skips
-# both the install and that test.
+# both the install and that test. Likewise it installs .venv-iceberg/ (scripts/install_iceberg_peers.sh:
+# Spark 4.1 with Iceberg's runtime, DuckDB 1.5.5 with its iceberg extension, Iceberg's REST catalog
+# server) for tests/test_iceberg_peers.py, which fails without it; TOPIC_LINEAGE_NO_ICEBERG_PEERS=1
+# skips both.
 set -euo pipefail
 fast=()
 if [ "${1:-}" = "--fast" ]; then
   shift
   export TOPIC_LINEAGE_HYPOTHESIS=fast
   fast=(-m "not slow")
+  # --fast installs no .venv-iceberg/: its quick test (DuckDB) runs when it is there, else skips
+  export TOPIC_LINEAGE_NO_ICEBERG_PEERS=${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-1}
 fi
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_DBT:-}" != 1 ]; then
   bash scripts/install_dbt.sh
+fi
+if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-}" != 1 ]; then
+  bash scripts/install_iceberg_peers.sh
 fi
 # The Data Docs and UI browser tests drive Debian's headless Chromium.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

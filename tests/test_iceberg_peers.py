@@ -1,0 +1,327 @@
+"""Others can read what pyiceberg publishes: independent implementations of Iceberg read a table
+published the way topic-lineage publishes (Parquet files written by pyarrow, added with
+``add_files`` on a branch, main moved to it with ``set_current_snapshot``, the version in the
+snapshot summary) and get pyiceberg's rows exactly, row for row, for main and for an older
+snapshot:
+
+- Iceberg's Java implementation, in Spark 4.1 with ``iceberg-spark-runtime`` (through Iceberg's
+  JdbcCatalog over pyiceberg's SQL catalog, and through a REST catalog);
+- DuckDB 1.5.5's iceberg extension (``iceberg_scan`` of the metadata file, and an attached REST
+  catalog);
+- a real Iceberg REST catalog server (Iceberg's own, ``topic_lineage.local.rest_catalog``) that
+  pyiceberg publishes through.
+
+The readers live in ``.venv-iceberg/`` (scripts/install_iceberg_peers.sh; scripts/test.sh
+installs it outside --fast). A missing one fails these tests; they are skipped only when it is
+missing and ``TOPIC_LINEAGE_NO_ICEBERG_PEERS=1`` says it is deliberately not installed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests import iceberg_peers as peers
+from tests.iceberg_peer_reader import local_path
+
+NAMESPACE = "topic_lineage"
+TABLE = "peer_check"
+BRANCH = "publish"
+VERSION_PROPERTY = "topic-lineage.version"
+CATALOG_NAME = "peers"  # pyiceberg's SQL catalog keys its rows by it; Spark's catalog takes it
+
+UTC = dt.UTC
+
+pytestmark = pytest.mark.timeout(1200)
+
+
+@pytest.fixture(scope="module")
+def side_venv():
+    """The readers' venv: a failure when it is missing, unless TOPIC_LINEAGE_NO_ICEBERG_PEERS=1."""
+    reason = peers.missing()
+    if reason and os.environ.get(peers.SKIP_ENV) == "1":
+        pytest.skip(f"{peers.SKIP_ENV}=1: the Iceberg peers' venv deliberately not installed ({reason})")
+    assert reason is None, reason
+
+
+def iceberg_schema():
+    """The column types of our tables: string, bool, int32, int64, timestamptz and timestamp
+    (microseconds), required and optional."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (
+        BooleanType,
+        IntegerType,
+        LongType,
+        NestedField,
+        StringType,
+        TimestampType,
+        TimestamptzType,
+    )
+
+    return Schema(
+        NestedField(1, "topic_name", StringType(), required=True),
+        NestedField(2, "topic_id", StringType(), required=False),
+        NestedField(3, "is_internal", BooleanType(), required=True),
+        NestedField(4, "partition_count", IntegerType(), required=False),
+        NestedField(5, "log_end_offset", LongType(), required=False),
+        NestedField(6, "valid_from", TimestamptzType(), required=True),
+        NestedField(7, "valid_to", TimestamptzType(), required=False),
+        NestedField(8, "captured_local", TimestampType(), required=False),
+    )
+
+
+ARROW_SCHEMA = pa.schema([
+    pa.field("topic_name", pa.string(), nullable=False),
+    pa.field("topic_id", pa.string()),
+    pa.field("is_internal", pa.bool_(), nullable=False),
+    pa.field("partition_count", pa.int32()),
+    pa.field("log_end_offset", pa.int64()),
+    pa.field("valid_from", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("valid_to", pa.timestamp("us", tz="UTC")),
+    pa.field("captured_local", pa.timestamp("us")),
+])
+
+
+def rows_v1() -> list[dict]:
+    t0 = dt.datetime(2026, 11, 1, 0, 0, 0, 1, tzinfo=UTC)
+    return [
+        {"topic_name": "orders", "topic_id": "b8tRS7h4TJ2Vt43Dp85v2A", "is_internal": False,
+         "partition_count": 3, "log_end_offset": 2**62 + 7, "valid_from": t0,
+         "valid_to": dt.datetime(2026, 11, 2, 23, 59, 59, 999999, tzinfo=UTC),
+         "captured_local": dt.datetime(2026, 11, 1, 1, 0, 0, 123456)},
+        {"topic_name": "orders", "topic_id": "306J_pu4Tiybgh3rvq-3HQ", "is_internal": False,
+         "partition_count": 3, "log_end_offset": 0,
+         "valid_from": dt.datetime(2026, 11, 3, tzinfo=UTC), "valid_to": None,
+         "captured_local": None},
+        {"topic_name": "__consumer_offsets", "topic_id": None, "is_internal": True,
+         "partition_count": -(2**31), "log_end_offset": None,
+         "valid_from": dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), "valid_to": None,
+         "captured_local": dt.datetime(1970, 1, 1)},
+        {"topic_name": "zürich-ünïcødé ✓", "topic_id": "", "is_internal": False,
+         "partition_count": None, "log_end_offset": -1,
+         "valid_from": dt.datetime(2099, 12, 31, 12, 0, tzinfo=UTC),
+         "valid_to": dt.datetime(2100, 1, 1, tzinfo=UTC),
+         "captured_local": dt.datetime(2099, 12, 31, 23, 59, 59, 999999)},
+    ]
+
+
+def rows_v2() -> list[dict]:
+    rows = [dict(r) for r in rows_v1()[1:]]
+    rows[0]["log_end_offset"] = 42
+    rows.append({"topic_name": "shipments", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+                 "is_internal": False, "partition_count": 1, "log_end_offset": 5,
+                 "valid_from": dt.datetime(2026, 11, 4, 8, 30, tzinfo=UTC), "valid_to": None,
+                 "captured_local": dt.datetime(2026, 11, 4, 9, 30)})
+    return rows
+
+
+def write_data_file(table, rows: list[dict], *, field_ids: bool) -> str:
+    """A Parquet file written by pyarrow under the table's data folder; its file:// URI. Without
+    ``field_ids`` the file has none and readers map its columns by name (the table's
+    ``schema.name-mapping.default``, which add_files sets); with them (pyiceberg's
+    ``schema_to_pyarrow``) they are the table's."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    location = table.location()
+    assert location.startswith("file://"), location
+    data_dir = Path(location[len("file://"):]) / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / f"{uuid.uuid4()}.parquet"
+    schema = schema_to_pyarrow(table.schema()) if field_ids else ARROW_SCHEMA
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    assert (b"PARQUET:field_id" in (pq.read_schema(path).field(0).metadata or {})) == field_ids
+    return path.as_uri()
+
+
+def publish_history(catalog) -> dict:
+    """Two published versions the way topic-lineage publishes: the table's first snapshot (an
+    empty append on main), a branch from it, each version's files added on the branch (the second
+    replacing the first) with the version in the summary, main moved to the branch after each.
+    The first version's file has no field IDs, the second's has the table's.
+    Returns the snapshot ids and the table."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    catalog.create_namespace_if_not_exists(NAMESPACE)
+    table = catalog.create_table(f"{NAMESPACE}.{TABLE}", schema=iceberg_schema(),
+                                 properties={"format-version": "2"})
+    table.append(pa.Table.from_pylist([], schema=ARROW_SCHEMA))
+    empty = table.current_snapshot()
+    assert empty is not None, "the empty append left main without a snapshot"
+    table.manage_snapshots().create_branch(empty.snapshot_id, BRANCH).commit()
+
+    table.add_files([write_data_file(table, rows_v1(), field_ids=False)], branch=BRANCH,
+                    snapshot_properties={VERSION_PROPERTY: "1"})
+    v1 = table.refresh().metadata.refs[BRANCH].snapshot_id
+    assert table.current_snapshot().snapshot_id == empty.snapshot_id, "add_files moved main"
+    table.manage_snapshots().set_current_snapshot(ref_name=BRANCH).commit()
+
+    new_file = write_data_file(table, rows_v2(), field_ids=True)
+    with table.transaction() as tx:
+        tx.delete(AlwaysTrue(), branch=BRANCH, snapshot_properties={VERSION_PROPERTY: "2"})
+        tx.add_files([new_file], branch=BRANCH, snapshot_properties={VERSION_PROPERTY: "2"})
+    table.refresh()
+    v2 = table.metadata.refs[BRANCH].snapshot_id
+    assert table.current_snapshot().snapshot_id == v1, "the branch's commit moved main"
+    table.manage_snapshots().set_current_snapshot(ref_name=BRANCH).commit()
+    table.refresh()
+    assert table.current_snapshot().snapshot_id == v2
+    return {"table": table, "empty": empty.snapshot_id, "v1": v1, "v2": v2}
+
+
+def pyiceberg_rows(table, snapshot_id: int) -> list[dict]:
+    return peers.normal_rows(table.scan(snapshot_id=snapshot_id).to_arrow().to_pylist())
+
+
+def expected(rows: list[dict]) -> list[dict]:
+    return peers.normal_rows(rows)
+
+
+def assert_same(label: str, got: list[dict], want: list[dict]) -> None:
+    assert peers.same_rows(got, want), (
+        f"{label} differs from pyiceberg:\n got  {sorted(map(str, got))}\n want {sorted(map(str, want))}"
+    )
+
+
+def check_spark_answer(answer: dict, history: dict) -> None:
+    """Spark's reads: [main, v1, the empty first snapshot], and the snapshots it sees."""
+    table = history["table"]
+    main, old, empty = (r["rows"] for r in answer["reads"])
+    assert_same("Spark-Iceberg, main", main, pyiceberg_rows(table, history["v2"]))
+    assert_same("Spark-Iceberg, the older snapshot", old, pyiceberg_rows(table, history["v1"]))
+    assert empty == []
+    assert dict(answer["reads"][0]["columns"]) == {
+        "topic_name": "string", "topic_id": "string", "is_internal": "boolean",
+        "partition_count": "int", "log_end_offset": "bigint", "valid_from": "timestamp",
+        "valid_to": "timestamp", "captured_local": "timestamp_ntz",
+    }
+    versions = {s["snapshot_id"]: s["summary"].get(VERSION_PROPERTY) for s in answer["snapshots"]}
+    assert versions[history["v1"]] == "1" and versions[history["v2"]] == "2"
+    assert answer["refs"] == {"main": history["v2"], BRANCH: history["v2"]}
+
+
+def check_duckdb_answer(answer: dict, history: dict) -> None:
+    """DuckDB's reads: [main, v1]."""
+    table = history["table"]
+    main, old = (r["rows"] for r in answer["reads"])
+    assert_same("DuckDB-iceberg, main", main, pyiceberg_rows(table, history["v2"]))
+    assert_same("DuckDB-iceberg, the older snapshot", old, pyiceberg_rows(table, history["v1"]))
+    types = dict(answer["reads"][0]["columns"])
+    assert types["valid_from"] == "TIMESTAMP WITH TIME ZONE", types
+    assert types["captured_local"] == "TIMESTAMP", types
+
+
+def spark_reads(history: dict) -> list[dict]:
+    at = {"namespace": NAMESPACE, "table": TABLE}
+    return [dict(at), dict(at, snapshot_id=history["v1"]), dict(at, snapshot_id=history["empty"])]
+
+
+@pytest.fixture(scope="module")
+def sql_published(tmp_path_factory):
+    """The history published through pyiceberg's SQL catalog on SQLite, local warehouse."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    root = tmp_path_factory.mktemp("iceberg-sql")
+    catalog = SqlCatalog(CATALOG_NAME, uri=f"sqlite:///{root / 'catalog.db'}",
+                         warehouse=(root / "warehouse").as_uri())
+    (root / "warehouse").mkdir()
+    history = publish_history(catalog)
+    return catalog, history
+
+
+def test_the_lock_pins_readers_that_fit_together():
+    """requirements-iceberg.lock: Spark 4.1 (Iceberg's runtime jar is built for it), DuckDB and its
+    extension wheels of one version (an extension loads only into its own DuckDB)."""
+    pins = dict(
+        line.split("==", 1) for line in (peers.ROOT / "requirements-iceberg.lock").read_text().splitlines()
+        if "==" in line and not line.startswith((" ", "#"))
+    )
+    assert pins["pyspark"].startswith("4.1.")
+    assert {pins[f"duckdb-extension-{e}"] for e in ("iceberg", "avro", "httpfs")} == {pins["duckdb"]}
+    pom = (peers.ROOT / "scripts" / "iceberg_peers" / "spark.pom.xml").read_text()
+    assert "<artifactId>iceberg-spark-runtime-4.1_2.13</artifactId>" in pom
+
+
+def test_pyiceberg_reads_what_it_published(sql_published):
+    """The reference side: pyiceberg's own rows are the rows written, per snapshot."""
+    _, history = sql_published
+    table = history["table"]
+    assert peers.same_rows(pyiceberg_rows(table, history["v2"]), expected(rows_v2()))
+    assert peers.same_rows(pyiceberg_rows(table, history["v1"]), expected(rows_v1()))
+    assert pyiceberg_rows(table, history["empty"]) == []
+    summary = table.snapshot_by_id(history["v2"]).summary
+    assert summary[VERSION_PROPERTY] == "2"
+    assert table.properties.get("schema.name-mapping.default"), "add_files sets the name mapping"
+
+
+@pytest.mark.slow
+def test_spark_iceberg_reads_pyiceberg_sql_catalog(side_venv, sql_published):
+    """Iceberg's JdbcCatalog in Spark 4.1 finds the tables in pyiceberg's SQLite catalog and reads
+    main and an older snapshot exactly as pyiceberg does."""
+    catalog, history = sql_published
+    props = {"type": "sql", "uri": catalog.properties["uri"],
+             "warehouse": catalog.properties["warehouse"]}
+    answer = peers.spark_read(CATALOG_NAME, props, spark_reads(history),
+                              snapshots_of={"namespace": NAMESPACE, "table": TABLE})
+    assert answer["engine"].startswith("spark 4.1"), answer["engine"]
+    check_spark_answer(answer, history)
+
+
+def test_duckdb_iceberg_reads_the_metadata_file(side_venv, sql_published):
+    """DuckDB's iceberg extension scans the current metadata file: main and an older snapshot."""
+    _, history = sql_published
+    location = history["table"].metadata_location
+    answer = peers.duckdb_read([{"metadata_location": location},
+                                {"metadata_location": location, "snapshot_id": history["v1"]}])
+    assert answer["engine"] == "duckdb 1.5.5", answer["engine"]
+    check_duckdb_answer(answer, history)
+
+
+@pytest.mark.slow
+def test_published_through_a_rest_catalog_server_reads_the_same(side_venv, tmp_path):
+    """pyiceberg publishes through Iceberg's own REST catalog server (over a local warehouse);
+    Spark-Iceberg and DuckDB-iceberg read main and an older snapshot through the same server
+    (DuckDB also by the metadata file) exactly as pyiceberg does."""
+    from pyiceberg.catalog import load_catalog
+
+    from topic_lineage.local.rest_catalog import RestCatalogServer
+
+    with RestCatalogServer(tmp_path / "warehouse") as server:
+        print(f"REST catalog server started in {server.start_seconds:.1f} s at {server.uri}")
+        props = server.catalog_properties
+        catalog = load_catalog("rest", **props)
+        history = publish_history(catalog)
+        location = history["table"].metadata_location
+        # the server's HadoopFileIO writes file:/..., not file:///...
+        assert local_path(location).startswith(str(server.warehouse_dir) + "/"), location
+
+        answer = peers.spark_read("rest", props, spark_reads(history),
+                                  snapshots_of={"namespace": NAMESPACE, "table": TABLE})
+        check_spark_answer(answer, history)
+
+        at = {"namespace": NAMESPACE, "table": TABLE}
+        rest = {"uri": server.uri, "warehouse": server.warehouse}
+        check_duckdb_answer(peers.duckdb_read([at, dict(at, snapshot_id=history["v1"])], rest=rest),
+                            history)
+        check_duckdb_answer(peers.duckdb_read([{"metadata_location": location},
+                                               {"metadata_location": location,
+                                                "snapshot_id": history["v1"]}]), history)
+    assert not server.running
+    with pytest.raises(ProcessLookupError):  # nothing of the server's process group is left
+        os.killpg(server.pid, 0)
+
+
+def test_rest_catalog_server_without_its_jars_says_how_to_install(tmp_path, monkeypatch):
+    """No server jars: one error naming the install script, and nothing started."""
+    from topic_lineage.local.rest_catalog import JARS_ENV, RestCatalogError, RestCatalogServer
+
+    monkeypatch.setenv(JARS_ENV, str(tmp_path / "no-jars"))
+    server = RestCatalogServer(tmp_path / "warehouse")
+    with pytest.raises(RestCatalogError, match="scripts/install_iceberg_peers.sh"):
+        server.start()
+    assert server.pid is None and not server.running
