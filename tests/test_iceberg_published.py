@@ -1,0 +1,151 @@
+"""What `topic-lineage build` publishes, read by Iceberg implementations other than ours (issue #44).
+
+The user's path: snapshots (with consumer groups, so every table has rows) imported and built with
+the CLI, twice; then every table of the published snapshot read by Iceberg's Java implementation
+in Spark 4.1 and by DuckDB's iceberg extension (both in ``.venv-iceberg/``, tests/iceberg_peers.py),
+equal row for row to pyiceberg's read, and the first version's snapshot too. Once through the
+embedded SQL catalog, once through a real Iceberg REST catalog server (Iceberg's own,
+topic_lineage/local/rest_catalog.py), configured the standard pyiceberg way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import iceberg_peers as peers
+import pytest
+from scd_support import tid
+
+from topic_lineage import tables as t
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+CLI = Path(sys.executable).with_name("topic-lineage")
+CLUSTER = "SWNlYmVyZ1BlZXJzVGVzdA"
+
+
+@pytest.fixture(scope="module")
+def side_venv():
+    reason = peers.missing()
+    if reason and os.environ.get(peers.SKIP_ENV) == "1":
+        pytest.skip(f"{reason} ({peers.SKIP_ENV}=1)")
+    assert reason is None, reason
+    return peers
+
+
+def snapshot(day: int, topics: dict[str, str], offsets: dict[str, tuple[int, int]]) -> dict:
+    """One snapshot: ``topics`` name -> ID; group ``billing`` at ``offsets`` name -> (committed
+    offset, log end offset)."""
+    return {
+        "cluster_id": CLUSTER, "cluster_alias": "peers", "captured_at": f"2026-11-{day:02d}T00:00:00Z",
+        "complete": True,
+        "topics": [{"name": n, "topic_id": i, "partition_count": 2, "replication_factor": 1,
+                    "is_internal": False, "error": None} for n, i in sorted(topics.items())],
+        "groups_complete": True,
+        "groups": [{"group_id": "billing", "state": "Stable", "error": None, "offsets": [
+            {"topic": n, "partition": 0, "committed_offset": o, "log_end_offset": end}
+            for n, (o, end) in sorted(offsets.items())]}],
+    }
+
+
+def cli(home: Path, *args: str, env: dict | None = None) -> str:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PYICEBERG_")}
+    full.update({"TOPIC_LINEAGE_HOME": str(home), "TOPIC_LINEAGE_SPARK_MASTER": "local[2]",
+                 "TOPIC_LINEAGE_MAX_AGE": "off", "PYICEBERG_HOME": str(home), **(env or {})})
+    done = subprocess.run([str(CLI), *args], env=full, capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def build_two_versions(home: Path, tmp_path: Path, env: dict | None = None) -> list[dict]:
+    """Import and build day 1, then days 2-3 (orders re-created, billing's position carried):
+    returns the two versions' manifests."""
+    first = [snapshot(1, {"orders": tid(1), "payments": tid(2)}, {"orders": (4, 10)})]
+    later = [snapshot(2, {"payments": tid(2)}, {}),
+             snapshot(3, {"orders": tid(3), "payments": tid(2)}, {"orders": (7, 2)})]  # past the new log's end: carried (R9)
+    for name, records in (("first", first), ("later", later)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        cli(home, "import", str(path), env=env)
+        cli(home, "build", env=env)
+    versions = json.loads(cli(home, "versions", "--format", "json", env=env))
+    assert [v["status"] for v in versions] == ["published", "published"]
+    assert versions[-1]["current"]
+    return versions
+
+
+def pyiceberg_rows(catalog, table: str, snapshot_id: int | None = None) -> list[dict]:
+    tbl = catalog.load_table((t.DATABASE, table))
+    return peers.normal_rows(tbl.scan(snapshot_id=snapshot_id).to_arrow().to_pylist())
+
+
+def assert_read_alike(catalog, versions: list[dict], spark_answer: dict, duckdb_answer: dict) -> None:
+    """Reads in order: every table at main, then topic_incarnations at the first version."""
+    old = versions[0]["iceberg_snapshots"][t.TOPIC_INCARNATIONS]
+    expected = [pyiceberg_rows(catalog, table) for table in t.TABLES]
+    expected.append(pyiceberg_rows(catalog, t.TOPIC_INCARNATIONS, old))
+    assert all(expected), "every table has rows"
+    assert len(expected[t.TABLES.index(t.TOPIC_INCARNATIONS)]) == 3  # orders twice, payments
+    assert any(row["carried_offset"] for row in expected[t.TABLES.index(t.GROUP_INCARNATIONS)])
+    for engine, answer in (("Spark-Iceberg", spark_answer), ("DuckDB-iceberg", duckdb_answer)):
+        for label, read, want in zip([*t.TABLES, "topic_incarnations (first version)"],
+                                     answer["reads"], expected, strict=True):
+            assert peers.same_rows(read["rows"], want), f"{engine}, {label}:\n{read['rows']}\n{want}"
+
+
+def reads() -> list[dict]:
+    return [{"namespace": t.DATABASE, "table": table} for table in t.TABLES]
+
+
+def test_the_embedded_catalogs_tables_read_alike_in_spark_and_duckdb(side_venv, tmp_path):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    home = tmp_path / "home"
+    versions = build_two_versions(home, tmp_path)
+    props = {"type": "sql", "uri": f"sqlite:///{home / 'warehouse' / 'catalog.db'}"}
+    catalog = SqlCatalog("default", **props, warehouse=(home / "warehouse" / "iceberg").as_uri())
+    old = versions[0]["iceberg_snapshots"][t.TOPIC_INCARNATIONS]
+    at_old = {"namespace": t.DATABASE, "table": t.TOPIC_INCARNATIONS, "snapshot_id": old}
+    spark = peers.spark_read("default", props, [*reads(), at_old])
+
+    def metadata(table):
+        return catalog.load_table((t.DATABASE, table)).metadata_location
+
+    duck = peers.duckdb_read([{"metadata_location": metadata(x)} for x in t.TABLES]
+                             + [{"metadata_location": metadata(t.TOPIC_INCARNATIONS), "snapshot_id": old}])
+    assert_read_alike(catalog, versions, spark, duck)
+
+
+def test_built_published_and_read_through_a_rest_catalog_server(side_venv, tmp_path):
+    """The catalog configured by PYICEBERG_CATALOG__LAKE__* variables and named by
+    TOPIC_LINEAGE_ICEBERG_CATALOG: build, publish (one multi-table commit: the server offers
+    transactions), query and both peers through the server."""
+    from pyiceberg.catalog import load_catalog
+
+    from topic_lineage.local.rest_catalog import RestCatalogServer
+
+    with RestCatalogServer(tmp_path / "rest-warehouse") as server:
+        props = server.catalog_properties
+        env = {"TOPIC_LINEAGE_ICEBERG_CATALOG": "lake",
+               **{f"PYICEBERG_CATALOG__LAKE__{k.upper()}": v for k, v in props.items()}}
+        home = tmp_path / "home"
+        versions = build_two_versions(home, tmp_path, env)
+        assert not (home / "warehouse" / "catalog.db").exists()  # the embedded one is not used
+        out = cli(home, "query", "--format", "json",
+                  "SELECT topic_name, topic_id FROM topic_incarnations WHERE is_current", env=env)
+        assert sorted((r["topic_name"], r["topic_id"]) for r in json.loads(out)) == [
+            ("orders", tid(3)), ("payments", tid(2))]
+        catalog = load_catalog("lake", **props)
+        for table in t.TABLES:  # main of every table: the second version
+            head = catalog.load_table((t.DATABASE, table)).metadata.snapshot_by_name("main")
+            assert head.summary.additional_properties["topic-lineage.version"] == versions[-1]["version"]
+        old = versions[0]["iceberg_snapshots"][t.TOPIC_INCARNATIONS]
+        at_old = {"namespace": t.DATABASE, "table": t.TOPIC_INCARNATIONS, "snapshot_id": old}
+        spark = peers.spark_read("lake", props, [*reads(), at_old])
+        duck = peers.duckdb_read([*reads(), at_old],
+                                 rest={"uri": server.uri, "warehouse": server.warehouse})
+        assert_read_alike(catalog, versions, spark, duck)
