@@ -8,6 +8,13 @@ installed and enabled, the provider's client (its ``[openlineage] transport``). 
 configured (or ``OPENLINEAGE_DISABLED=true``): nothing is emitted, nothing is recorded, no error
 (the client alone would fall back to printing every event on the console).
 
+The wire: an ``http`` or ``async_http`` transport's settings are sent with by
+:class:`~topic_lineage.lineage.ordered_http.OrderedHttpTransport`, which returns when the
+receiver acknowledged the event (the ``http`` transport's ``requests`` cost most of the time per
+event; the ``async_http`` transport acknowledges nothing). Any other transport sends as the
+client makes it; one that acknowledges nothing (an ``async_http`` that cannot be replaced) is
+refused before anything is sent.
+
 Order: the pending changes are sorted by event time (:func:`topic_lineage.lineage.changes.order`)
 and sent in batches; within a batch, each dataset's changes go through one worker process, in
 order, and a worker stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
@@ -190,8 +197,11 @@ def pending_changes(version: str, since: str | None = None) -> tuple[list[Change
 
 # --- emitting ---------------------------------------------------------------------------------
 def emit_published(*, since: str | None = None, dry_run: bool = False, out: TextIO | None = None,
-                   batch: int = BATCH, workers: int | None = None) -> Emission:
-    """Emit the published version's changes that were not emitted yet (see the module)."""
+                   batch: int = BATCH, workers: int | None = None,
+                   ordered_http: bool = True) -> Emission:
+    """Emit the published version's changes that were not emitted yet (see the module).
+    ``ordered_http=False`` sends through the client's own ``http`` transport (the benchmark's
+    comparison)."""
     from topic_lineage import warehouse
     from topic_lineage.lineage.events import job_namespace, to_event
 
@@ -226,7 +236,8 @@ def emit_published(*, since: str | None = None, dry_run: bool = False, out: Text
                 return Emission(version, reason="OpenLineage is disabled")
             pending, already = pending_changes(version, since)
             return _send(first, pending, already, version, batch,
-                         workers or int(os.environ.get(WORKERS_ENV, DEFAULT_WORKERS)))
+                         workers or int(os.environ.get(WORKERS_ENV, DEFAULT_WORKERS)),
+                         ordered_http)
 
 
 def _kinds(changes: list[Change]) -> dict[str, int]:
@@ -243,9 +254,28 @@ PROCESS_MIN = 1000
 _worker: dict[str, Any] = {}
 
 
-def _worker_init(version: str, namespace: str) -> None:
+def _worker_init(version: str, namespace: str, ordered: bool = True) -> None:
     _worker.clear()
-    _worker.update(version=version, namespace=namespace, client=None)
+    _worker.update(version=version, namespace=namespace, client=None, ordered=ordered)
+
+
+def _wire(client, *, ours: bool, ordered: bool):
+    """The client to send with: its ``http``/``async_http`` transport replaced by the ordered
+    sender (:mod:`~topic_lineage.lineage.ordered_http`) unless ``ordered`` is False; a transport
+    that would acknowledge nothing is refused, naming it."""
+    from topic_lineage.lineage.ordered_http import unacknowledged, with_ordered_http
+
+    if ordered:
+        client = with_ordered_http(client, close_replaced=ours)
+    if (kind := unacknowledged(client)) is not None:
+        raise EmissionError(
+            f"the OpenLineage {kind} transport returns before its receiver acknowledged an event "
+            "and does not say which one failed, so what was delivered cannot be recorded; it is "
+            "sent with in order when nothing of the environment applies to it that only "
+            "'requests' handles (a proxy variable, a netrc file, a CA bundle variable for https); "
+            "use the 'http' transport here; nothing was emitted")
+    _skip_environment_lookups(client)
+    return client
 
 
 def _run_lane(lane: list[Change]) -> tuple[list[str], tuple[Change, str] | None]:
@@ -253,8 +283,7 @@ def _run_lane(lane: list[Change]) -> tuple[list[str], tuple[Change, str] | None]
     from topic_lineage.lineage.events import to_event
 
     if _worker.get("client") is None:
-        _worker["client"] = make_client()
-        _skip_environment_lookups(_worker["client"])
+        _worker["client"] = _wire(make_client(), ours=True, ordered=_worker["ordered"])
     client = _worker["client"]
     sent = []
     for change in lane:
@@ -300,7 +329,7 @@ def _lanes(chunk: list[Change], workers: int) -> list[list[Change]]:
 
 
 def _send(first, pending: list[Change], already: int, version: str, batch: int,
-          workers: int) -> Emission:
+          workers: int, ordered: bool = True) -> Emission:
     import contextlib
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -310,20 +339,21 @@ def _send(first, pending: list[Change], already: int, version: str, batch: int,
     transport = describe(first)
     namespace = job_namespace()
     started = time.monotonic()
+    provider = _provider_client() is not None
     # the provider's client is one object of this process: it sends everything itself
-    if _provider_client() is not None or workers <= 1 or len(pending) < PROCESS_MIN:
+    if provider or workers <= 1 or len(pending) < PROCESS_MIN:
         workers = 1
+    first = _wire(first, ours=not provider, ordered=ordered)  # refuses before sending anything
     emitted = 0
     with contextlib.ExitStack() as stack:
         if workers == 1:
-            _worker_init(version, namespace)
+            _worker_init(version, namespace, ordered)
             _worker["client"] = first
-            _skip_environment_lookups(first)
             run_lanes = lambda lanes: [_run_lane(lane) for lane in lanes]
         else:
             pool = stack.enter_context(ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                initializer=_worker_init, initargs=(version, namespace)))
+                initializer=_worker_init, initargs=(version, namespace, ordered)))
             run_lanes = lambda lanes: list(pool.map(_run_lane, lanes))
         for start in range(0, len(pending), batch):
             results = run_lanes(_lanes(pending[start:start + batch], workers))
