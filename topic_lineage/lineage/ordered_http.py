@@ -253,7 +253,7 @@ def unacknowledged(client) -> str | None:
     transport = getattr(client, "transport", None)
     transports = transport.transports if getattr(transport, "kind", None) == "composite" else [transport]
     for child in transports:
-        if getattr(child, "kind", None) == "async_http":
+        if getattr(child, "kind", None) == "async_http" and not isinstance(child, OrderedHttpTransport):
             return "async_http"
     return None
 
