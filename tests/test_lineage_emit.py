@@ -238,7 +238,7 @@ def test_an_async_http_transport_records_only_what_the_receiver_acknowledged(mon
         assert f"async_http ({receiver.url}/api/v1/lineage) transport failed" in message
         assert "answered HTTP 500" in message and "(after 1 retry)" in message
         assert "4 of 8 pending event(s) were sent and recorded" in message
-        assert len(receiver.events) == 4 and receiver.refused == 2  # the event, and its retry
+        assert len(receiver.events) == 4 and receiver.refused >= 2  # an event, and its retry
         accepted = {e["run"]["runId"] for e in receiver.events}
         assert {run_id(key) for key in ledger.emitted_keys()} == accepted
         receiver.fail_after = None

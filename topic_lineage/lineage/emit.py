@@ -278,13 +278,39 @@ def _wire(client, *, ours: bool, ordered: bool):
     return client
 
 
+CONNECTIONS = 4
+"""Kept-alive connections per process when the ordered HTTP sender sends: each carries its own
+datasets' events one after another, so waiting for one answer overlaps the others' work."""
+
+
 def _run_lane(lane: list[Change]) -> tuple[list[str], tuple[Change, str] | None]:
-    """Send one lane's changes in order through this process's client; stop at a failure."""
-    from topic_lineage.lineage.events import to_event
+    """Send one lane's changes in order through this process's client; stop at a failure.
+    With the ordered HTTP sender the lane is split by dataset over :data:`CONNECTIONS`
+    connections, each in a thread of its own, each stopping at its first failure."""
+    from topic_lineage.lineage.ordered_http import OrderedHttpTransport
 
     if _worker.get("client") is None:
         _worker["client"] = _wire(make_client(), ours=True, ordered=_worker["ordered"])
     client = _worker["client"]
+    if not isinstance(client.transport, OrderedHttpTransport) or CONNECTIONS <= 1 or len(lane) < 2:
+        return _run_sublane(client, lane)
+    import copy
+    from concurrent.futures import ThreadPoolExecutor
+
+    sublanes = _lanes(lane, CONNECTIONS)
+    clients = _worker.setdefault("clients", [client])
+    while len(clients) < len(sublanes):
+        clients.append(copy.copy(client))
+        clients[-1].transport = client.transport.another()
+    with ThreadPoolExecutor(len(sublanes)) as pool:
+        results = list(pool.map(_run_sublane, clients, sublanes))
+    failures = [failure for _, failure in results if failure is not None]
+    return [key for keys, _ in results for key in keys], (failures[0] if failures else None)
+
+
+def _run_sublane(client, lane: list[Change]) -> tuple[list[str], tuple[Change, str] | None]:
+    from topic_lineage.lineage.events import to_event
+
     sent = []
     for change in lane:
         try:

@@ -286,6 +286,10 @@ class OrderedHttpTransport(Transport):
         self._connection: _Connection | None = None
         self._pid = os.getpid()
 
+    def another(self) -> OrderedHttpTransport:
+        """The same settings, a connection of its own (for another thread)."""
+        return OrderedHttpTransport(self.replaced)
+
     @staticmethod
     def _ssl_context(replaced) -> ssl.SSLContext:
         """As ``requests`` verifies: the ``certifi`` bundle, or ``sslContext``'s CA file,
