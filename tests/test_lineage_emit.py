@@ -464,7 +464,8 @@ def test_the_capture_records_the_namespace_of_its_topics(broker, tl_home, monkey
 
 def test_a_large_export_goes_through_worker_processes_once_and_in_order(monkeypatch):
     """More than PROCESS_MIN pending changes: sent by two worker processes, in batches; every
-    event arrives once, and each dataset's events in time order."""
+    event arrives once, valid against the OpenLineage schema, and each dataset's events in
+    time order."""
     from topic_lineage.topic_id import canonical
 
     rows = []
@@ -478,6 +479,9 @@ def test_a_large_export_goes_through_worker_processes_once_and_in_order(monkeypa
         result = emit.emit_published(workers=2, batch=400)
         assert result.emitted == 1050 > emit.PROCESS_MIN and len(receiver.events) == 1050
         assert len({e["run"]["runId"] for e in receiver.events}) == 1050
+        validator = validators()  # made in worker processes, with attrs' validators off
+        for event in receiver.events:
+            validator(event["schemaURL"]).validate(event)
         assert len(list((ledger.ledger_dir() / "emitted").glob("*.json"))) == 3  # 400+400+250
         for name in {f"t{n}" for n in range(50)}:
             times = [when(e["eventTime"]) for e in receiver.events
