@@ -16,8 +16,9 @@ client makes it; one that acknowledges nothing (an ``async_http`` that cannot be
 refused before anything is sent.
 
 Order: the pending changes are sorted by event time (:func:`topic_lineage.lineage.changes.order`)
-and sent in batches; within a batch, each dataset's changes go through one worker process, in
-order, and a worker stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
+and sent in batches; within a batch, each dataset's changes go through one worker process (and,
+with the ordered HTTP sender, one of its :data:`CONNECTIONS` connections), in order, and a
+worker (a connection) stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
 ledger`) before the next starts, and a failure ends the emission with an error naming the
 transport. So one dataset's events never arrive out of order, and the next emission sends what
 is missing.
