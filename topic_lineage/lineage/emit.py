@@ -283,10 +283,10 @@ def _wire(client, *, ours: bool, ordered: bool):
     if (kind := unacknowledged(client)) is not None:
         raise EmissionError(
             f"the OpenLineage {kind} transport returns before its receiver acknowledged an event "
-            "and does not say which one failed, so what was delivered cannot be recorded; it is "
-            "sent with in order when nothing of the environment applies to it that only "
-            "'requests' handles (a proxy variable, a netrc file, a CA bundle variable for https); "
-            "use the 'http' transport here; nothing was emitted")
+            "and does not say which one failed, so what was delivered could not be recorded; "
+            "topic-lineage sends with its settings itself unless a proxy variable, a netrc file "
+            "or a CA bundle variable (https) applies, which only the client's 'requests' honours: "
+            "configure the 'http' transport instead; nothing was emitted")
     _skip_environment_lookups(client)
     return client
 
