@@ -2,12 +2,14 @@
 (``/api/v1/lineage``), collecting every event it accepts, as Marquez's API would.
 
 ``status`` makes it answer with an error (a receiver that is up but failing); ``fail_after``
-accepts that many events first. Any other path answers 404.
+accepts that many events first. Any other path answers 404. ``headers`` holds each accepted
+request's headers; a body with ``Content-Encoding: gzip`` is decompressed, as Marquez does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import threading
@@ -21,6 +23,7 @@ ENDPOINT = "/api/v1/lineage"
 class Receiver:
     def __init__(self) -> None:
         self.events: list[dict] = []
+        self.headers: list[dict[str, str]] = []
         self.status = 201
         self.fail_after: int | None = None
         self.refused = 0
@@ -32,6 +35,8 @@ class Receiver:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
                 if self.path != ENDPOINT:
                     return self._answer(404)
                 with receiver._lock:
@@ -39,6 +44,7 @@ class Receiver:
                         receiver.fail_after is None or len(receiver.events) < receiver.fail_after)
                     if accept:
                         receiver.events.append(json.loads(body))
+                        receiver.headers.append(dict(self.headers.items()))
                     else:
                         receiver.refused += 1
                 self._answer(receiver.status if receiver.status >= 300 or accept else 500)

@@ -12,7 +12,9 @@ topic-lineage tells them which incarnation is which, as an OpenLineage producer:
 - :mod:`~topic_lineage.lineage.ledger`: what was emitted, beside the versions
   (``warehouse/openlineage/``), written atomically after each batch;
 - :mod:`~topic_lineage.lineage.emit`: the client and its transport from the standard
-  configuration, and the emission of what the ledger lacks, in order, once.
+  configuration, and the emission of what the ledger lacks, in order, once;
+- :mod:`~topic_lineage.lineage.ordered_http`: an ``http``/``async_http`` transport's settings
+  sent with an acknowledgement per event, in order, on kept-alive connections.
 
 The dataset namespaces (``kafka://host:port`` of the cluster's connection) come from
 :mod:`~topic_lineage.lineage.namespaces`, which a live capture records.

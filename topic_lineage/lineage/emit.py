@@ -8,9 +8,17 @@ installed and enabled, the provider's client (its ``[openlineage] transport``). 
 configured (or ``OPENLINEAGE_DISABLED=true``): nothing is emitted, nothing is recorded, no error
 (the client alone would fall back to printing every event on the console).
 
+The wire: an ``http`` or ``async_http`` transport's settings are sent with by
+:class:`~topic_lineage.lineage.ordered_http.OrderedHttpTransport`, which returns when the
+receiver acknowledged the event (the ``http`` transport's ``requests`` cost most of the time per
+event; the ``async_http`` transport acknowledges nothing). Any other transport sends as the
+client makes it; one that acknowledges nothing (an ``async_http`` that cannot be replaced) is
+refused before anything is sent.
+
 Order: the pending changes are sorted by event time (:func:`topic_lineage.lineage.changes.order`)
-and sent in batches; within a batch, each dataset's changes go through one worker process, in
-order, and a worker stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
+and sent in batches; within a batch, each dataset's changes go through one worker process (and,
+with the ordered HTTP sender, one of its :data:`CONNECTIONS` connections), in order, and a
+worker (a connection) stops at its first failure; a batch is recorded (:mod:`~topic_lineage.lineage.
 ledger`) before the next starts, and a failure ends the emission with an error naming the
 transport. So one dataset's events never arrive out of order, and the next emission sends what
 is missing.
@@ -190,8 +198,11 @@ def pending_changes(version: str, since: str | None = None) -> tuple[list[Change
 
 # --- emitting ---------------------------------------------------------------------------------
 def emit_published(*, since: str | None = None, dry_run: bool = False, out: TextIO | None = None,
-                   batch: int = BATCH, workers: int | None = None) -> Emission:
-    """Emit the published version's changes that were not emitted yet (see the module)."""
+                   batch: int = BATCH, workers: int | None = None,
+                   ordered_http: bool = True) -> Emission:
+    """Emit the published version's changes that were not emitted yet (see the module).
+    ``ordered_http=False`` sends through the client's own ``http`` transport (the benchmark's
+    comparison)."""
     from topic_lineage import warehouse
     from topic_lineage.lineage.events import job_namespace, to_event
 
@@ -226,7 +237,8 @@ def emit_published(*, since: str | None = None, dry_run: bool = False, out: Text
                 return Emission(version, reason="OpenLineage is disabled")
             pending, already = pending_changes(version, since)
             return _send(first, pending, already, version, batch,
-                         workers or int(os.environ.get(WORKERS_ENV, DEFAULT_WORKERS)))
+                         workers or int(os.environ.get(WORKERS_ENV, DEFAULT_WORKERS)),
+                         ordered_http)
 
 
 def _kinds(changes: list[Change]) -> dict[str, int]:
@@ -243,19 +255,75 @@ PROCESS_MIN = 1000
 _worker: dict[str, Any] = {}
 
 
-def _worker_init(version: str, namespace: str) -> None:
+def _worker_init(version: str, namespace: str, ordered: bool = True) -> None:
     _worker.clear()
-    _worker.update(version=version, namespace=namespace, client=None)
+    _worker.update(version=version, namespace=namespace, client=None, ordered=ordered)
+
+
+def _worker_process_init(version: str, namespace: str, ordered: bool) -> None:
+    """A worker process of the pool (this emission's own): as :func:`_worker_init`, and the
+    attrs validators of the client's event classes off, a third of the CPU of making an event
+    (measured): they check what :func:`~topic_lineage.lineage.events.to_event` always writes
+    (the producer and schema URLs, the event time, the run ID), which
+    tests/test_lineage_emit.py validates against the OpenLineage JSON Schemas."""
+    import attr
+
+    attr.validators.set_disabled(True)
+    _worker_init(version, namespace, ordered)
+
+
+def _wire(client, *, ours: bool, ordered: bool):
+    """The client to send with: its ``http``/``async_http`` transport replaced by the ordered
+    sender (:mod:`~topic_lineage.lineage.ordered_http`) unless ``ordered`` is False; a transport
+    that would acknowledge nothing is refused, naming it."""
+    from topic_lineage.lineage.ordered_http import unacknowledged, with_ordered_http
+
+    if ordered:
+        client = with_ordered_http(client, close_replaced=ours)
+    if (kind := unacknowledged(client)) is not None:
+        raise EmissionError(
+            f"the OpenLineage {kind} transport returns before its receiver acknowledged an event "
+            "and does not say which one failed, so what was delivered could not be recorded; "
+            "topic-lineage sends with its settings itself unless a proxy variable, a netrc file "
+            "or a CA bundle variable (https) applies, which only the client's 'requests' honours: "
+            "configure the 'http' transport instead; nothing was emitted")
+    _skip_environment_lookups(client)
+    return client
+
+
+CONNECTIONS = 4
+"""Kept-alive connections per process when the ordered HTTP sender sends: each carries its own
+datasets' events one after another, so waiting for one answer overlaps the others' work."""
 
 
 def _run_lane(lane: list[Change]) -> tuple[list[str], tuple[Change, str] | None]:
-    """Send one lane's changes in order through this process's client; stop at a failure."""
-    from topic_lineage.lineage.events import to_event
+    """Send one lane's changes in order through this process's client; stop at a failure.
+    With the ordered HTTP sender the lane is split by dataset over :data:`CONNECTIONS`
+    connections, each in a thread of its own, each stopping at its first failure."""
+    from topic_lineage.lineage.ordered_http import OrderedHttpTransport
 
     if _worker.get("client") is None:
-        _worker["client"] = make_client()
-        _skip_environment_lookups(_worker["client"])
+        _worker["client"] = _wire(make_client(), ours=True, ordered=_worker["ordered"])
     client = _worker["client"]
+    if not isinstance(client.transport, OrderedHttpTransport) or CONNECTIONS <= 1 or len(lane) < 2:
+        return _run_sublane(client, lane)
+    import copy
+    from concurrent.futures import ThreadPoolExecutor
+
+    sublanes = _lanes(lane, CONNECTIONS)
+    clients = _worker.setdefault("clients", [client])
+    while len(clients) < len(sublanes):
+        clients.append(copy.copy(client))
+        clients[-1].transport = client.transport.another()
+    with ThreadPoolExecutor(len(sublanes)) as pool:
+        results = list(pool.map(_run_sublane, clients, sublanes))
+    failures = [failure for _, failure in results if failure is not None]
+    return [key for keys, _ in results for key in keys], (failures[0] if failures else None)
+
+
+def _run_sublane(client, lane: list[Change]) -> tuple[list[str], tuple[Change, str] | None]:
+    from topic_lineage.lineage.events import to_event
+
     sent = []
     for change in lane:
         try:
@@ -300,7 +368,7 @@ def _lanes(chunk: list[Change], workers: int) -> list[list[Change]]:
 
 
 def _send(first, pending: list[Change], already: int, version: str, batch: int,
-          workers: int) -> Emission:
+          workers: int, ordered: bool = True) -> Emission:
     import contextlib
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -310,20 +378,21 @@ def _send(first, pending: list[Change], already: int, version: str, batch: int,
     transport = describe(first)
     namespace = job_namespace()
     started = time.monotonic()
+    provider = _provider_client() is not None
     # the provider's client is one object of this process: it sends everything itself
-    if _provider_client() is not None or workers <= 1 or len(pending) < PROCESS_MIN:
+    if provider or workers <= 1 or len(pending) < PROCESS_MIN:
         workers = 1
+    first = _wire(first, ours=not provider, ordered=ordered)  # refuses before sending anything
     emitted = 0
     with contextlib.ExitStack() as stack:
         if workers == 1:
-            _worker_init(version, namespace)
+            _worker_init(version, namespace, ordered)
             _worker["client"] = first
-            _skip_environment_lookups(first)
             run_lanes = lambda lanes: [_run_lane(lane) for lane in lanes]
         else:
             pool = stack.enter_context(ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                initializer=_worker_init, initargs=(version, namespace)))
+                initializer=_worker_process_init, initargs=(version, namespace, ordered)))
             run_lanes = lambda lanes: list(pool.map(_run_lane, lanes))
         for start in range(0, len(pending), batch):
             results = run_lanes(_lanes(pending[start:start + batch], workers))
