@@ -106,8 +106,9 @@ def test_the_embedded_catalogs_tables_read_alike_in_spark_and_duckdb(side_venv, 
 
     home = tmp_path / "home"
     versions = build_two_versions(home, tmp_path)
-    props = {"type": "sql", "uri": f"sqlite:///{home / 'warehouse' / 'catalog.db'}"}
-    catalog = SqlCatalog("default", **props, warehouse=(home / "warehouse" / "iceberg").as_uri())
+    props = {"type": "sql", "uri": f"sqlite:///{home / 'warehouse' / 'catalog.db'}",
+             "warehouse": (home / "warehouse" / "iceberg").as_uri()}
+    catalog = SqlCatalog("default", **props)
     old = versions[0]["iceberg_snapshots"][t.TOPIC_INCARNATIONS]
     at_old = {"namespace": t.DATABASE, "table": t.TOPIC_INCARNATIONS, "snapshot_id": old}
     spark = peers.spark_read("default", props, [*reads(), at_old])
