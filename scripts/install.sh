@@ -25,6 +25,17 @@ if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/topi
   echo "$want" > "$stamp"
   echo "installed topic-lineage into $(pwd)/.venv"
 fi
+# Byte-compile what is installed, once per install: where PYTHONDONTWRITEBYTECODE is set (as on
+# our machines) Python never writes .pyc files itself, and every process (each CLI call, each
+# Spark Python worker) would compile pandas, pyspark, Airflow, ... from source again. compileall
+# writes them whatever that variable says; a file that does not compile (a Python 2 example in a
+# package) is left as it is.
+if [ "$(cat .venv/.compiled 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m compileall -q -j 0 .venv/lib/python3.11/site-packages topic_lineage spark_jobs \
+    dags plugins >/dev/null 2>&1 || true
+  echo "$want" > .venv/.compiled
+  echo "byte-compiled the installed packages"
+fi
 # The archive of Spark's classes for this JDK and these jars (topic_lineage/local/jvm_archive.py):
 # every Spark driver then starts in about half the time. About a minute, once per install; a
 # failure only costs that speed, so it warns and goes on.

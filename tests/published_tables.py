@@ -127,8 +127,22 @@ def publish(version: str, incarnations: list[dict], runs: list[dict] = (),
     write_table(version_dir, tables.GROUP_OFFSETS, list(group_offsets))
     write_table(version_dir, tables.GROUP_INCARNATIONS, list(group_incarnations))
     if point:
-        from topic_lineage.warehouse import iceberg
-
-        staged = iceberg.stage(version, {table: version_dir / table for table in tables.TABLES})
-        iceberg.publish_main(version, staged[iceberg.SNAPSHOTS_KEY])
+        point_at(version)
     return version_dir
+
+
+def point_at(version: str) -> None:
+    """Publish a version written here: stage its files in the Iceberg tables and move their
+    ``main`` (as a build's publish does, without the gate)."""
+    from topic_lineage.warehouse import iceberg
+
+    version_dir = tables.versions_dir() / version
+    staged = iceberg.stage(version, {table: version_dir / table for table in tables.TABLES})
+    iceberg.publish_main(version, staged[iceberg.SNAPSHOTS_KEY])
+
+
+def point_at_legacy(version: str) -> None:
+    """Name a version in the ``CURRENT`` file, as homes did before the Iceberg tables (read as
+    published until the next build or publish moves it over)."""
+    tables.warehouse_dir().mkdir(parents=True, exist_ok=True)
+    tables.current_pointer().write_text(version + "\n", encoding="utf-8")

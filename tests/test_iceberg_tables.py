@@ -187,7 +187,7 @@ def test_someone_elses_commit_between_load_and_publish_fails_clearly(spark, tl_h
     def publishing():
         try:
             wh.publish("new")
-        except wh.WarehouseError as exc:
+        except wh.WarehouseError as exc:  # iceberg.CatalogError is one
             errors.append(exc)
 
     publisher = threading.Thread(target=publishing)

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pytest
 from fastapi import HTTPException, Request
 from fastapi.testclient import TestClient
-from published_tables import at, incarnation, publish, snapshot_run
+from published_tables import at, incarnation, point_at, point_at_legacy, publish, snapshot_run
 
 from topic_lineage import tables
 from topic_lineage.topic_id import canonical, rfc4122
@@ -376,7 +376,7 @@ def test_reads_only_the_published_version_and_follows_the_pointer(client):
     publish("v0002", rows + extra, runs, point=False)
     assert get(client, "/api/search", q="brand-new").json()["results"] == []
     assert get(client, "/api/status").json()["published_version"] == "v0001"
-    tables.current_pointer().write_text("v0002\n")
+    point_at("v0002")
     assert [r["topic_name"] for r in get(client, "/api/search", q="brand-new").json()["results"]] == ["brand-new"]
     assert get(client, "/api/status").json()["published_version"] == "v0002"
 
@@ -386,7 +386,6 @@ def test_hidden_and_underscore_files_are_ignored(client):
     junk_dir = tables.versions_dir() / "v0001" / tables.TOPIC_INCARNATIONS / "_temporary"
     junk_dir.mkdir()
     (junk_dir / "part-00000.parquet").write_bytes(b"half-written")
-    tables.current_pointer().write_text("v0001")
     client.app.state.published._loaded = None  # force a reload of the same version
     assert get(client, "/api/status").json()["row_counts"]["topic_incarnations"] == len(rows)
 
@@ -415,8 +414,7 @@ def test_nothing_published_yet(tl_home):
 def test_pointer_to_a_missing_version_is_a_503_naming_it(tl_home):
     from topic_lineage.ui.app import create_app
 
-    tables.warehouse_dir().mkdir(parents=True)
-    tables.current_pointer().write_text("v9999")
+    point_at_legacy("v9999")  # a home from before the Iceberg tables naming a lost version
     with TestClient(create_app(bearer_check)) as test_client:
         response = get(test_client, "/api/clusters")
     assert response.status_code == 503

@@ -58,9 +58,7 @@ def table_files(version: str, table: str) -> list[Path]:
     Writers (Spark, pyarrow) leave ``_SUCCESS``, ``.crc`` and ``_temporary`` entries beside the
     data; those are never data (Spark skips them too).
     """
-    from topic_lineage.warehouse import iceberg
-
-    staged = iceberg.version_files(version, table)
+    staged = _staged_files(version, table)
     if staged is not None:
         return [Path(f) for f in staged]
     root = wh.version_path(version, table)
@@ -73,6 +71,23 @@ def table_files(version: str, table: str) -> list[Path]:
             continue
         files.append(path)
     return files
+
+
+def _staged_files(version: str, table: str) -> list[str] | None:
+    """The data files of ``table`` in ``version``'s staged Iceberg snapshot (as its manifest
+    recorded them at the commit: a snapshot never changes); None when the version was not
+    staged (built before its tables were Iceberg tables: read its directory)."""
+    from topic_lineage.warehouse import iceberg
+
+    if (wh.version_dir(version) / wh.MANIFEST).exists():
+        manifest = wh.read_manifest(version)
+        recorded = (manifest.get(iceberg.FILES_KEY) or {}).get(table)
+        if recorded is not None:
+            return list(recorded)
+        snapshot_id = (manifest.get(iceberg.SNAPSHOTS_KEY) or {}).get(table)
+    else:  # tables written and published by hand (tests, tools): no manifest
+        snapshot_id = iceberg.version_snapshots(version).get(table)
+    return None if snapshot_id is None else iceberg.snapshot_files(table, snapshot_id)
 
 
 def _literal(text: str) -> str:

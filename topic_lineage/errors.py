@@ -9,3 +9,7 @@ class TopicLineageError(Exception):
     """An error whose message says what failed, on which input, and what to do."""
 
     exit_code = 2
+
+
+class WarehouseError(TopicLineageError):
+    """A version could not be published or read; nothing published was changed."""

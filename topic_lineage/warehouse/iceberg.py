@@ -27,9 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from topic_lineage import tables as t
-from topic_lineage.errors import TopicLineageError
+from topic_lineage.errors import TopicLineageError, WarehouseError
 from topic_lineage.faults import fault_point
-from topic_lineage.warehouse.versions import WarehouseError
 
 log = logging.getLogger("topic_lineage.warehouse")
 # pyiceberg warns for every column of a file without statistics (our empty tables' files)
@@ -42,7 +41,11 @@ CATALOG_ENV = "TOPIC_LINEAGE_ICEBERG_CATALOG"
 MAIN = "main"
 LEAD_TABLE = t.TOPIC_INCARNATIONS
 """Published last: its ``main`` names the published version."""
-PUBLISH_ORDER = tuple(x for x in t.TABLES if x != LEAD_TABLE) + (LEAD_TABLE,)
+
+
+def publish_order() -> tuple[str, ...]:
+    """The tables in the order their ``main`` moves: the lead table last."""
+    return tuple(x for x in t.TABLES if x != LEAD_TABLE) + (LEAD_TABLE,)
 EMBEDDED_DB = "catalog.db"
 TABLE_PROPERTIES = {
     "format-version": "2",
@@ -88,7 +91,6 @@ def catalog_name() -> str:
 
 def _embedded_properties() -> dict[str, str]:
     root = t.warehouse_dir()
-    (root / "iceberg").mkdir(parents=True, exist_ok=True)
     return {"type": "sql", "uri": f"sqlite:///{root / EMBEDDED_DB}",
             "warehouse": (root / "iceberg").as_uri()}
 
@@ -125,6 +127,11 @@ def catalog():
 
 def _load_catalog(name: str, props: dict[str, str]):
     from pyiceberg.catalog import AVAILABLE_CATALOGS, CatalogType, infer_catalog_type
+
+    if props.get("uri", "").startswith("sqlite:///"):  # its file's folder (and the warehouse's)
+        Path(props["uri"].removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        if props.get("warehouse", "").startswith("file:"):
+            Path(_local(props["warehouse"])).mkdir(parents=True, exist_ok=True)
 
     try:
         kind = props.get("type")
@@ -352,24 +359,6 @@ changes), so that readers need not read the snapshot's manifests (nor import pyi
 _files_cache: dict[tuple, list[str]] = {}
 
 
-def version_files(version: str, table: str) -> list[str] | None:
-    """The data files of ``table`` in ``version``'s staged snapshot; None when the version was
-    not staged (built before its tables were Iceberg tables: read its directory)."""
-    from topic_lineage.warehouse.versions import MANIFEST, read_manifest, version_dir
-
-    if (version_dir(version) / MANIFEST).exists():
-        manifest = read_manifest(version)
-        recorded = (manifest.get(FILES_KEY) or {}).get(table)
-        if recorded is not None:
-            return list(recorded)
-        snapshot_id = (manifest.get(SNAPSHOTS_KEY) or {}).get(table)
-    else:  # tables written and published by hand (tests, tools): no manifest
-        snapshot_id = version_snapshots(version).get(table)
-    if snapshot_id is None:
-        return None
-    return snapshot_files(table, snapshot_id)
-
-
 def snapshot_files(table: str, snapshot_id: int) -> list[str]:
     """Local paths of the data files of one snapshot of one table (a snapshot never changes:
     kept per process)."""
@@ -424,7 +413,7 @@ def publish_main(version: str, snapshots: dict[str, int]) -> list[str]:
     if _multi_table_catalog(cat):
         return _publish_in_one_commit(cat, version, snapshots)
     moved = []
-    for table in PUBLISH_ORDER:
+    for table in publish_order():
         tbl = load_table(table)
         if tbl is None or table not in snapshots:
             raise CatalogError(f"version {version} has no snapshot of {NAMESPACE}.{table}; "
@@ -454,7 +443,7 @@ def _publish_in_one_commit(cat, version: str, snapshots: dict[str, int]) -> list
     from pyiceberg.table.update import AssertRefSnapshotId, SetSnapshotRefUpdate
 
     changes, moved = [], []
-    for table in PUBLISH_ORDER:
+    for table in publish_order():
         tbl = load_table(table)
         if tbl is None or table not in snapshots:
             raise CatalogError(f"version {version} has no snapshot of {NAMESPACE}.{table}; "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from topic_lineage import tables as t
-from topic_lineage.errors import TopicLineageError
+from topic_lineage.errors import WarehouseError
 from topic_lineage.fsutil import write_durably
 
 MANIFEST = "manifest.json"
@@ -26,8 +26,7 @@ BUILDING, BUILT, VALIDATED, PUBLISHED, REJECTED = (
 )
 
 
-class WarehouseError(TopicLineageError):
-    """A version could not be published or read; nothing published was changed."""
+__all__ = ["WarehouseError"]  # defined in topic_lineage.errors; named here as always
 
 
 
