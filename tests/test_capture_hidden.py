@@ -2,10 +2,11 @@
 live that the listing lacks (contract, "Sources of completeness"; R2).
 
 The decision is tested as a pure function, the "held as live" set against real store and
-published files, and the whole path against the real broker (tansu) with the fault points
+published files, and the whole path against the real broker with the fault points
 ``hide@list`` (the listing drops names, as Kafka does for topics the principal may not
-DESCRIBE) and ``deny@describe`` (describing answers TOPIC_AUTHORIZATION_FAILED): tansu has no
-ACLs. The build that follows is in tests/test_faults.py.
+DESCRIBE) and ``deny@describe`` (describing answers TOPIC_AUTHORIZATION_FAILED), which let one
+capture hide, deny and delete at once; the same with real ACLs on a SASL_SSL listener is in
+tests/test_acl_capture.py. The build that follows is in tests/test_faults.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import OFFSETS_TOPIC
 from test_dags_run import airflow_db, airflow_env  # noqa: F401 (fixtures of the DAG tests)
 
 from topic_lineage import store
@@ -143,7 +145,7 @@ def test_unreadable_store_makes_the_capture_incomplete_never_wrong(broker, tl_ho
     with pytest.raises(StoredLiveError, match=str(path)):
         stored_live_names(broker.cluster_id)
     snap = capture_snapshot("prod", {"bootstrap.servers": broker.bootstrap_servers})
-    assert [topic.name for topic in snap.topics] == ["orders"]
+    assert [topic.name for topic in snap.topics] == [OFFSETS_TOPIC, "orders"]
     assert snap.complete is False
 
 
@@ -175,11 +177,11 @@ def test_cli_capture_keeps_topics_an_acl_hides_and_drops_deleted_ones(broker, tl
     assert result.returncode == 0, result.stderr
     assert "3 topic(s) held as live were missing from the topic listing" in result.stderr
     assert "1 TOPIC_AUTHORIZATION_FAILED" in result.stderr and "1 confirmed gone" in result.stderr
-    assert "3 topic(s), 1 with errors, complete;" in result.stdout
+    assert "4 topic(s), 1 with errors, complete;" in result.stdout  # + __consumer_offsets
     second = store.read_snapshot(store.snapshot_files()[1])
     assert second.complete
     by_name = {topic.name: topic for topic in second.topics}
-    assert sorted(by_name) == ["inventory", "orders", "payments"]
+    assert sorted(by_name) == [OFFSETS_TOPIC, "inventory", "orders", "payments"]
     assert by_name["payments"] == failed("payments", AUTH)
     assert by_name["inventory"].topic_id == first.topic_id("inventory")
     assert by_name["inventory"].partition_count == 4
@@ -198,21 +200,21 @@ def test_cli_capture_keeps_topics_an_acl_hides_and_drops_deleted_ones(broker, tl
     broker.delete_topics(["inventory"])
     fourth = snapshot_cli(tl_home, broker)
     assert fourth.returncode == 0 and fourth.stderr == ""
-    assert "2 topic(s), 0 with errors, complete;" in fourth.stdout
+    assert "3 topic(s), 0 with errors, complete;" in fourth.stdout
 
 
 @pytest.mark.broker
 def test_by_name_describe_of_an_unknown_topic_is_the_brokers_unknown_topic(
     broker, tl_home, monkeypatch
 ):
-    """What confluent-kafka reports from tansu for a name that does not exist is the broker's
+    """What confluent-kafka reports from Kafka for a name that does not exist is the broker's
     UNKNOWN_TOPIC_OR_PART (the only answer that confirms a hidden topic gone)."""
     broker.create_topics(["orders"])
     snap = capture_snapshot(
         "prod", {"bootstrap.servers": broker.bootstrap_servers},
         known_live=lambda cluster_id: {"orders", "never-existed"},
     )
-    assert [topic.name for topic in snap.topics] == ["orders"] and snap.complete
+    assert [topic.name for topic in snap.topics] == [OFFSETS_TOPIC, "orders"] and snap.complete
 
     from topic_lineage import capture
 
@@ -249,4 +251,5 @@ def test_airflow_snapshot_task_describes_hidden_topics_by_name(
     assert run.state == "success"
     stored = [store.read_snapshot(path) for path in store.snapshot_files()]
     assert len(stored) == 2 and stored[1].complete
-    assert {o.name: o.error for o in stored[1].topics} == {"orders": None, "payments": AUTH}
+    assert {o.name: o.error for o in stored[1].topics} == {
+        OFFSETS_TOPIC: None, "orders": None, "payments": AUTH}

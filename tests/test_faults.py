@@ -1,10 +1,10 @@
 """The fault suite: under each fault, nothing already stored or published is lost or changed, and
 the error a user sees names the cause. docs/faults.md summarises what each case tried.
 
-Faults the local broker (tansu) cannot produce are said so where they belong: it has no ACLs, so
-what an ACL does is injected against the real broker through topic_lineage/faults.py
-(``hide@list:NAMES``: the listing leaves topics out; ``deny@describe:NAMES``: describing them
-answers TOPIC_AUTHORIZATION_FAILED), and also covered by an imported record.
+The broker is real Apache Kafka (the local KRaft broker): it is killed (SIGKILL), hung
+(SIGSTOP), and its ACLs hide topics from the principal a capture runs as (test_acl_capture.py).
+Fault points (topic_lineage/faults.py) stay only where Kafka cannot produce the case on demand:
+an authorization failure in an imported record.
 
 Builds are killed or paused at named stages through topic_lineage/faults.py
 (``TOPIC_LINEAGE_FAULT=kill@write`` etc.).
@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import OFFSETS_TOPIC
 
 from topic_lineage import store
 from topic_lineage import tables as t
@@ -129,14 +130,6 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
         time.sleep(0.2)
 
 
-def tansu_pid(broker) -> int:
-    import psutil
-
-    [child] = [p for p in psutil.Process().children(recursive=True)
-               if "tansu" in p.name() and broker.bootstrap_servers.split(":")[-1] in " ".join(p.cmdline())]
-    return child.pid
-
-
 def hang(pid: int, timeout_s: float = 10.0) -> None:
     """SIGSTOP ``pid`` and return once every thread of it is stopped.
 
@@ -176,13 +169,30 @@ def seed_store(home: Path, tmp_path: Path, rounds: int = 3) -> None:
 
 
 # --- capture faults ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def _big_broker_holder():
+    holder = {}
+    yield holder
+    if holder.get("broker"):
+        holder["broker"].stop()
+
+
 @pytest.fixture
-def big_broker():
+def big_broker(_big_broker_holder):
+    """A broker of its own with 1,500 topics, shared by the tests of this module until one kills
+    it (then the next test starts another): a JVM start and 1,500 creations cost seconds."""
+    from conftest import started_broker
+
     from topic_lineage.local.broker import LocalBroker
 
-    with LocalBroker() as broker:
+    broker = _big_broker_holder.get("broker")
+    if broker is None or not broker.running:
+        if broker is not None:
+            broker.stop()
+        broker = _big_broker_holder["broker"] = LocalBroker().start()
+        started_broker(broker)
         broker.create_topics([f"load.{i:05d}" for i in range(1500)])
-        yield broker
+    return broker
 
 
 def capture(broker, **kwargs):
@@ -191,36 +201,11 @@ def capture(broker, **kwargs):
     return capture_snapshot("prod", {"bootstrap.servers": broker.bootstrap_servers}, **kwargs)
 
 
-def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
-    """kill -9 of the broker while 1,500 topics are described one per request: the snapshot is
-    kept as incomplete with every undescribed topic marked by the transport error; nothing
-    stored before is touched."""
-    store.save(capture(big_broker), "live")
-    before = digest(t.snapshots_dir())
-    pid = tansu_pid(big_broker)
-    # Soon after listing: 1,500 one-topic describes in sequence take far longer than 0.05 s even on
-    # a quiet machine (0.3 s was close to their total there, and the kill could come after them).
-    killer = threading.Timer(0.05, os.kill, (pid, signal.SIGKILL))
-    started = time.monotonic()
-    snap = capture(big_broker, timeout_s=20, batch_size=1, max_in_flight=1,
-                   on_listed=lambda names: killer.start())
-    assert time.monotonic() - started < 20 + 3
-    assert not snap.complete
-    assert len(snap.topics) == 1500
-    lost = [o for o in snap.topics if o.error is not None]
-    # client-side errors only; DESTROY_BROKER: librdkafka aborted a request whose connection died
-    assert lost and {o.error for o in lost} <= {"TRANSPORT", "TIMED_OUT", "DESTROY_BROKER"}
-    assert all(o.error is None and o.topic_id for o in snap.topics if o not in lost)
-    store.save(snap, "live")
-    assert_kept(before, digest(t.snapshots_dir()))
-    assert [run["complete"] for run in store.read_runs()] == [True, False]
-
-
 def test_broker_stopped_is_a_timeout_naming_the_cluster_and_stores_nothing(big_broker, tl_home):
     """SIGSTOP (a hung broker: TCP accepted, nothing answers) past the timeout, through the CLI."""
     store.save(capture(big_broker), "live")
     before = digest(t.snapshots_dir())
-    pid = tansu_pid(big_broker)
+    pid = big_broker.pid
     hang(pid)
     try:
         result = cli(tl_home, "snapshot", "--cluster", "prod", "--bootstrap-servers",
@@ -243,7 +228,7 @@ def test_broker_hung_mid_describe_gives_an_incomplete_snapshot(big_broker, tl_ho
     undescribed topic recorded as TIMED_OUT (or TRANSPORT), and it changes nothing stored."""
     store.save(capture(big_broker), "live")
     before = digest(t.snapshots_dir())
-    pid = tansu_pid(big_broker)
+    pid = big_broker.pid
     try:
         snap = capture(big_broker, timeout_s=5, batch_size=50,
                        on_listed=lambda names: hang(pid))
@@ -255,9 +240,35 @@ def test_broker_hung_mid_describe_gives_an_incomplete_snapshot(big_broker, tl_ho
     assert_kept(before, digest(t.snapshots_dir()))
 
 
+def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
+    """kill -9 of the broker while 1,500 topics are described one per request: the snapshot is
+    kept as incomplete with every undescribed topic marked by the transport error; nothing
+    stored before is touched."""
+    store.save(capture(big_broker), "live")
+    before = digest(t.snapshots_dir())
+    pid = big_broker.pid
+    # Soon after listing: 1,500 one-topic describes in sequence take far longer than 0.05 s even on
+    # a quiet machine (0.3 s was close to their total there, and the kill could come after them).
+    killer = threading.Timer(0.05, os.kill, (pid, signal.SIGKILL))
+    started = time.monotonic()
+    snap = capture(big_broker, timeout_s=20, batch_size=1, max_in_flight=1,
+                   on_listed=lambda names: killer.start())
+    assert time.monotonic() - started < 20 + 3
+    assert not snap.complete
+    assert len(snap.topics) == 1500
+    lost = [o for o in snap.topics if o.error is not None]
+    # client-side errors only; DESTROY_BROKER: librdkafka aborted a request whose connection died
+    assert lost and {o.error for o in lost} <= {"TRANSPORT", "TIMED_OUT", "DESTROY_BROKER"}
+    assert all(o.error is None and o.topic_id for o in snap.topics if o not in lost)
+    store.save(snap, "live")
+    assert_kept(before, digest(t.snapshots_dir()))
+    assert [run["complete"] for run in store.read_runs()] == [True, False]
+
+
 def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_path, spark):
     """A topic deleted between listing and describing (UNKNOWN_TOPIC_OR_PART, real broker), an
-    authorization failure (imported: tansu has no ACLs) and an incomplete capture: after a build
+    authorization failure (imported: a by-name describe that Kafka denies while the next capture
+    runs is what test_acl_capture.py does live) and an incomplete capture: after a build
     every topic is still live with its attributes (R2)."""
     from topic_lineage.pipeline import run_build
 
@@ -291,7 +302,8 @@ def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_pa
 
 
 def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeypatch):
-    """Real broker with the capture fault points (tansu has no ACLs): the listing leaves out
+    """Real broker with the capture fault points (one capture that hides, denies and sees a
+    deletion at once; real ACLs: test_acl_capture.py): the listing leaves out
     payments, inventory and audit, as Kafka does for topics the principal may not DESCRIBE;
     describing payments answers TOPIC_AUTHORIZATION_FAILED; audit was really deleted. The
     capture describes the three by name: after a build payments and inventory are live with
@@ -308,7 +320,7 @@ def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeyp
     store.save(second, "live")
     assert second.complete
     assert {o.name: o.error for o in second.topics} == {
-        "orders": None, "payments": "TOPIC_AUTHORIZATION_FAILED", "inventory": None}
+        OFFSETS_TOPIC: None, "orders": None, "payments": "TOPIC_AUTHORIZATION_FAILED", "inventory": None}
     before = digest(t.snapshots_dir())
 
     run_build(spark)  # through the gate: only a version it passed is published
@@ -317,7 +329,8 @@ def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeyp
         return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
 
     rows = {name: (tid, version, pc, utc(deleted), current)
-            for name, tid, version, _, pc, deleted, current in incarnations()}
+            for name, tid, version, _, pc, deleted, current in incarnations()
+            if name != OFFSETS_TOPIC}
     ids = first.topic_ids()
     assert rows == {
         "orders": (ids["orders"], 1, 3, None, True),

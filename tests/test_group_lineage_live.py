@@ -3,10 +3,9 @@ user runs it: a group commits on `orders`, a snapshot; `orders` is deleted and r
 the group commits its old position on the new `orders`, a snapshot; a snapshot whose group
 listing fails; then `build` (Spark, the gate, publish) and `query` on the group tables.
 
-The broker is the real local Kafka-protocol broker (tansu). The failed listing is the project's
-fault point ``fail@groups`` (a broker refusing ListGroups: tansu has no ACLs), set in the CLI's
-environment. Records are produced one per batch and flushed each time: tansu's high watermark
-is wrong after a batch of several records, and the scenario needs exact log end offsets.
+The broker is real Apache Kafka (the local KRaft broker). The failed listing is the project's
+fault point ``fail@groups`` (a broker whose ListGroups fails as a whole: no ACL makes Kafka do
+that, a denied group is only left out of the listing), set in the CLI's environment.
 """
 
 from __future__ import annotations
