@@ -265,6 +265,95 @@ def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
     assert [run["complete"] for run in store.read_runs()] == [True, False]
 
 
+def test_a_server_that_is_not_kafka_or_nothing_listening_is_one_line(tl_home):
+    """A port whose server answers, but not in Kafka's protocol (an HTTP server answering every
+    connection with a 400), and a port nothing listens on: one line naming the address, exit 2,
+    nothing stored, within the timeout."""
+    import socketserver
+
+    from topic_lineage.local.broker import free_port
+
+    class NotKafka(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.settimeout(2)
+            try:
+                self.request.recv(4096)
+                self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), NotKafka) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        address = f"127.0.0.1:{server.server_address[1]}"
+        try:
+            started = time.monotonic()
+            http = cli(tl_home, "snapshot", "--cluster", "web", "--bootstrap-servers", address,
+                       "--timeout", "5", timeout=60)
+            elapsed = time.monotonic() - started
+        finally:
+            server.shutdown()
+    nowhere = f"127.0.0.1:{free_port()}"
+    refused = cli(tl_home, "snapshot", "--cluster", "gone", "--bootstrap-servers", nowhere,
+                  "--timeout", "5", timeout=60)
+    for result, where in ((http, address), (refused, nowhere)):
+        assert result.returncode == 2, result
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("topic-lineage snapshot: error: "), lines
+        assert where in lines[0] and "nothing was stored" in lines[0]
+    assert elapsed < 5 + 10  # interpreter start-up included
+    assert "Connection refused" in refused.stderr
+    assert store.snapshot_files() == []
+
+
+def test_a_group_deleted_between_listing_and_offset_fetch_concludes_nothing(broker, tl_home):
+    """A group that Kafka lists, then deletes before its offsets are fetched: the capture keeps
+    it without offsets (it cannot know more), the listing stays complete, and what an earlier
+    capture stored about the group stands (R10): no row about it changes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from topic_lineage import group_capture
+    from topic_lineage.capture import capture_snapshot
+    from topic_lineage.scd import group_reference, reference
+
+    broker.create_topics(["orders"])
+    consumer = Consumer(broker.client_config(**{"group.id": "billing", "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    config = {"bootstrap.servers": broker.bootstrap_servers}
+    first = capture_snapshot("prod", config)
+    store.save(first, "live")
+    before = digest(t.snapshots_dir())
+
+    listed = group_capture.GroupCapture.list_groups
+
+    def list_then_delete(self):
+        group_ids, complete = listed(self)
+        assert "billing" in group_ids
+        for future in broker.admin().delete_consumer_groups(["billing"]).values():
+            future.result(timeout=30)  # Kafka deletes it (and its offsets) now
+        return group_ids, complete
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(group_capture.GroupCapture, "list_groups", list_then_delete)
+        second = capture_snapshot("prod", config)
+    store.save(second, "live")
+    assert second.complete and second.groups_complete is True
+    [billing] = [g for g in second.groups if g.group_id == "billing"]
+    assert billing.offsets == () and billing.error in (None, "GROUP_ID_NOT_FOUND"), billing
+    assert_kept(before, digest(t.snapshots_dir()))
+
+    snapshots = [store.read_snapshot(p) for p in store.snapshot_files()]
+    _, topics = reference.derive(snapshots)
+    _, groups = group_reference.derive_groups(snapshots, topics)
+    [row] = [r for r in groups if r["group_id"] == "billing"]
+    assert (row["topic_name"], row["max_committed_offset"], row["carried_offset"]) == (
+        "orders", 0, False)
+    assert row["last_seen_at"] == first.captured_at  # the second capture concluded nothing
+
+
 def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_path, spark):
     """A topic deleted between listing and describing (UNKNOWN_TOPIC_OR_PART, real broker), an
     authorization failure (imported: a by-name describe that Kafka denies while the next capture
