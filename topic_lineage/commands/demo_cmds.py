@@ -138,14 +138,18 @@ def step_compare_ids(run: DemoRun) -> None:
     first, last = run.captures[0], run.captures[-1]
     names = sorted({topic.name for topic in first.topics} | {topic.name for topic in last.topics})
     run.say(f"topic IDs (Kafka's canonical form), capture 1 -> capture {len(run.captures)}:")
-    run.say(f"  {'topic':<12} {'first':<24} {'last':<24} what happened")
+    width = max(12, *(len(name) for name in names))
+    run.say(f"  {'topic':<{width}} {'first':<24} {'last':<24} what happened")
+    partitions = [{t.name: t.partition_count for t in snap.topics} for snap in (first, last)]
     for name in names:
         before, after = first.topic_ids().get(name), last.topic_ids().get(name)
         if before and after:
             verdict = "same incarnation" if before == after else "NEW ID: deleted and re-created"
+            if before == after and partitions[0][name] != partitions[1][name]:
+                verdict += f" (partitions {partitions[0][name]} -> {partitions[1][name]})"
         else:
             verdict = "created" if after else "deleted"
-        run.say(f"  {name:<12} {before or '-':<24} {after or '-':<24} {verdict}")
+        run.say(f"  {name:<{width}} {before or '-':<24} {after or '-':<24} {verdict}")
     a, b = first.topic_id("orders"), last.topic_id("orders")
     if a == b:  # the demo's point: a re-created topic is a new incarnation
         raise capture.CaptureError(f"orders kept its topic ID {a} across delete/re-create")
