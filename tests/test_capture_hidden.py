@@ -4,9 +4,12 @@ live that the listing lacks (contract, "Sources of completeness"; R2).
 The decision is tested as a pure function, the "held as live" set against real store and
 published files, and the whole path against the real broker with the fault points
 ``hide@list`` (the listing drops names, as Kafka does for topics the principal may not
-DESCRIBE) and ``deny@describe`` (describing answers TOPIC_AUTHORIZATION_FAILED), which let one
-capture hide, deny and delete at once; the same with real ACLs on a SASL_SSL listener is in
-tests/test_acl_capture.py. The build that follows is in tests/test_faults.py.
+DESCRIBE) and ``deny@describe`` (describing answers TOPIC_AUTHORIZATION_FAILED). They stand
+for what Kafka's ACLs cannot produce: a topic the listing leaves out that a by-name describe
+still finds, and one whose by-name describe confirms it gone (with real ACLs Kafka answers
+TOPIC_AUTHORIZATION_FAILED for both). Hidden and denied by real ACLs, through the CLI and the
+Airflow snapshot DAG: tests/test_acl_capture.py. The build that follows is in
+tests/test_faults.py.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from conftest import OFFSETS_TOPIC
-from test_dags_run import airflow_db, airflow_env  # noqa: F401 (fixtures of the DAG tests)
 
 from topic_lineage import store
 from topic_lineage.capture import GONE_ERROR, capture_snapshot, decide_topics
@@ -230,26 +232,5 @@ def test_by_name_describe_of_an_unknown_topic_is_the_brokers_unknown_topic(
     assert answers == {"never-existed": GONE_ERROR}
 
 
-# --- the Airflow snapshot task: the same capture ----------------------------------------------------
-@pytest.mark.slow  # about a minute under load: one dag.test() (plus the module's db migrate)
-@pytest.mark.airflow
-@pytest.mark.broker
-def test_airflow_snapshot_task_describes_hidden_topics_by_name(
-    broker, tl_home, request, monkeypatch
-):
-    """The kafka_topic_snapshot DAG's capture task (dag.test(), in-process) goes through the same
-    capture: a topic stored live that the listing hides, denied by an ACL, is stored present."""
-    from test_dags_run import load_dag
-
-    broker.create_topics(["orders", ("payments", 3)])
-    request.getfixturevalue("airflow_env")({"live": broker.bootstrap_servers})
-    store.save(capture_snapshot("live", {"bootstrap.servers": broker.bootstrap_servers}), "live")
-    monkeypatch.setenv(FAULT_ENV, "hide@list:payments;deny@describe:payments")
-
-    run = load_dag("kafka_topic_snapshot").test()
-
-    assert run.state == "success"
-    stored = [store.read_snapshot(path) for path in store.snapshot_files()]
-    assert len(stored) == 2 and stored[1].complete
-    assert {o.name: o.error for o in stored[1].topics} == {
-        OFFSETS_TOPIC: None, "orders": None, "payments": AUTH}
+# The Airflow snapshot task's capture of a topic an ACL hides and denies is tested with Kafka's
+# own ACLs (a SASL_SSL connection, no fault point): tests/test_acl_capture.py.
