@@ -45,8 +45,11 @@ def query(home: Path, sql: str) -> list[dict]:
 @pytest.mark.slow  # about a minute: captures and builds through the CLI, one JVM per build
 def test_a_position_carried_across_a_recreation_is_attributed_and_reported(broker, tmp_path):
     home = tmp_path / "home"
+    # --timeout bounds the whole capture, imports included: the held-as-live read imports pandas
+    # and pyarrow, 12-16 s on a loaded machine when Python may not cache bytecode
+    # (PYTHONDONTWRITEBYTECODE), after which the group part found no time left
     snapshot = ("snapshot", "--cluster", "live", "--bootstrap-servers", broker.bootstrap_servers,
-                "--timeout", "20")
+                "--timeout", "60")
 
     broker.create_topics(["orders"])
     produce(broker, "orders", 12)
