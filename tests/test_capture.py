@@ -264,6 +264,24 @@ def test_local_broker_stops_and_frees_its_port():
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def test_a_broker_that_cannot_start_says_why():
+    """Its port taken: Kafka exits, and the error quotes Kafka's own reason (its directory,
+    with the log, is removed)."""
+    import socket
+
+    from topic_lineage.local.broker import LocalBrokerError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(LocalBrokerError) as excinfo:
+            LocalBroker(port=port, startup_timeout_s=60).start()
+    message = str(excinfo.value)
+    assert f"Apache Kafka {kafka_dist.default_version()} exited" in message
+    assert f"on port {port}" in message and "Unable to start acceptor for PLAINTEXT" in message
+
+
 def test_missing_java_or_jars_is_one_clear_line(monkeypatch, tmp_path):
     """No Java, or no jars and no Maven to fetch them: one line naming what to install."""
     import shutil

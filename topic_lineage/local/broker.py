@@ -392,8 +392,9 @@ class LocalBroker:
                 text = path.read_text(errors="replace").strip()
             except OSError:
                 continue
-            errors = [line for line in text.splitlines() if " ERROR " in line or "Exception" in line]
-            texts.append("\n".join(errors[-5:]) or text[-800:])
+            # the first errors are the cause, later ones the shutdown they set off
+            errors = [line for line in text.splitlines() if " ERROR " in line or " FATAL " in line]
+            texts.append("\n".join(errors[:3]) or text[-800:])
         return "\n".join(t for t in texts if t)[-2000:]
 
     def _wait_ready(self) -> None:
@@ -422,9 +423,9 @@ class LocalBroker:
                 time.sleep(0.1)
                 continue
             return
-        raise LocalBrokerError(
+        raise LocalBrokerError(  # its directory goes with stop(): quote the log's end here
             f"Apache Kafka {self.version} did not answer on {self.bootstrap_servers} within "
-            f"{self.startup_timeout_s:.0f}s; its log: {self.log_file}"
+            f"{self.startup_timeout_s:.0f}s: {self._output() or 'no output'}"
         )
 
     def stop(self, *, timeout_s: float = 30.0) -> None:
