@@ -12,7 +12,7 @@ command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
   exit 2
 }
 command -v java >/dev/null 2>&1 || {
-  echo "topic-lineage needs Java 17 for Spark (no 'java' on PATH). On Debian: apt-get install openjdk-17-jre-headless" >&2
+  echo "topic-lineage needs Java 17 for Spark and the local Kafka broker (no 'java' on PATH). On Debian: apt-get install openjdk-17-jre-headless" >&2
   exit 2
 }
 
@@ -41,3 +41,9 @@ fi
 # failure only costs that speed, so it warns and goes on.
 .venv/bin/python -m topic_lineage.local.jvm_archive \
   || echo "warning: no JVM archive of Spark's classes; Spark starts without it" >&2
+# Apache Kafka's jars for the local broker of the demo and the tests (topic_lineage/local/
+# kafka_dist.py): fetched once from Maven Central by Maven (mvn), kept in .venv/var/topic-lineage/
+# kafka-<version>/, offline afterwards. Without them there is no demo: a failure stops here.
+# Then (once, about half a minute) an archive of the classes its JVMs load, which halves a
+# broker's start; without it they only start slower (a warning).
+.venv/bin/python -m topic_lineage.local.kafka_dist

@@ -23,6 +23,8 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+# The live capture and consumer-group tests also run against Kafka 3.9 (tests/conftest.py).
+.venv/bin/python -m topic_lineage.local.kafka_dist --with-compat
 if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_DBT:-}" != 1 ]; then
   bash scripts/install_dbt.sh
 fi

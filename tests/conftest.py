@@ -61,20 +61,84 @@ def _fresh_spark_context_per_module():
         SparkContext._active_spark_context.stop()
 
 
+OFFSETS_TOPIC = "__consumer_offsets"  # on the session broker from the start (broker_session)
+_BROKER_STARTS: list[str] = []  # one line per broker a session started, printed at the end
+
+
+def started_broker(broker) -> None:
+    """Record a started broker's one-line description (version, start time) for the summary."""
+    _BROKER_STARTS.append(broker.describe())
+
+
 @pytest.fixture(scope="session")
 def broker_session():
-    """A real tansu broker (Kafka protocol, in-memory storage) on a free loopback port."""
+    """Real Apache Kafka (KRaft, the default version) on free loopback ports, one per test
+    session (per xdist worker): a JVM start costs seconds.
+
+    Its ``__consumer_offsets`` exists from the start, as on any cluster whose groups ever
+    committed: whichever test runs first, every capture lists it (one topic more than a test
+    creates, :data:`OFFSETS_TOPIC`)."""
     from topic_lineage.local.broker import LocalBroker
 
     with LocalBroker() as broker:
+        started_broker(broker)
+        broker.ensure_offsets_topic()
         yield broker
+
+
+@pytest.fixture(scope="session")
+def _brokers_by_version():
+    """Brokers of other Kafka versions than the default, started on first use (one each)."""
+    brokers: dict = {}
+    yield brokers
+    for broker in brokers.values():
+        broker.stop()
+
+
+@pytest.fixture
+def broker_of_version(request, _brokers_by_version):
+    """``get(version)``: a session broker of that Kafka version, reset as ``broker`` is."""
+    from topic_lineage.local.broker import LocalBroker
+    from topic_lineage.local.kafka_dist import default_version
+
+    def get(version: str):
+        if version == default_version():
+            broker = request.getfixturevalue("broker_session")
+        else:
+            broker = _brokers_by_version.get(version)
+            if broker is None:
+                broker = _brokers_by_version[version] = LocalBroker(version=version).start()
+                started_broker(broker)
+                broker.ensure_offsets_topic()
+        broker.reset()
+        return broker
+
+    return get
 
 
 @pytest.fixture
 def broker(broker_session):
-    """The session broker, with every topic deleted before the test."""
-    broker_session.delete_all_topics()
+    """The session broker, with every topic (but Kafka's internal ones) and every consumer
+    group deleted before the test."""
+    broker_session.reset()
     return broker_session
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the lines to the controller
+        workeroutput["broker_starts"] = list(_BROKER_STARTS)
+
+
+def pytest_testnodedown(node, error):
+    _BROKER_STARTS.extend(getattr(node, "workeroutput", {}).get("broker_starts", []))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _BROKER_STARTS:
+        terminalreporter.section("local Kafka brokers")
+        for line in _BROKER_STARTS:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import OFFSETS_TOPIC
 from test_airflow_local_deployment import (
     Api,
     dag_runs,
@@ -239,7 +240,8 @@ def test_both_dags_run_end_to_end_against_the_broker(own_airflow, api):
     broker = own_airflow["broker"]
     broker.delete_all_topics()
     broker.create_topics(TOPICS)
-    expected = set(broker_topic_ids(broker, TOPICS).items())
+    # and Kafka's own __consumer_offsets, on the session broker from its start
+    expected = set(broker_topic_ids(broker, [*TOPICS, OFFSETS_TOPIC]).items())
     started = time.monotonic()
     for dag_id in (SNAPSHOT_DAG, BUILD_DAG):  # the UI's pause toggle
         api.json(f"/api/v2/dags/{dag_id}", "PATCH", {"is_paused": False})

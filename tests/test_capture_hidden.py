@@ -2,10 +2,14 @@
 live that the listing lacks (contract, "Sources of completeness"; R2).
 
 The decision is tested as a pure function, the "held as live" set against real store and
-published files, and the whole path against the real broker (tansu) with the fault points
+published files, and the whole path against the real broker with the fault points
 ``hide@list`` (the listing drops names, as Kafka does for topics the principal may not
-DESCRIBE) and ``deny@describe`` (describing answers TOPIC_AUTHORIZATION_FAILED): tansu has no
-ACLs. The build that follows is in tests/test_faults.py.
+DESCRIBE) and ``deny@describe`` (describing answers TOPIC_AUTHORIZATION_FAILED). They stand
+for what Kafka's ACLs cannot produce: a topic the listing leaves out that a by-name describe
+still finds, and one whose by-name describe confirms it gone (with real ACLs Kafka answers
+TOPIC_AUTHORIZATION_FAILED for both). Hidden and denied by real ACLs, through the CLI and the
+Airflow snapshot DAG: tests/test_acl_capture.py. The build that follows is in
+tests/test_faults.py.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_dags_run import airflow_db, airflow_env  # noqa: F401 (fixtures of the DAG tests)
+from conftest import OFFSETS_TOPIC
 
 from topic_lineage import store
 from topic_lineage.capture import GONE_ERROR, capture_snapshot, decide_topics
@@ -143,7 +147,7 @@ def test_unreadable_store_makes_the_capture_incomplete_never_wrong(broker, tl_ho
     with pytest.raises(StoredLiveError, match=str(path)):
         stored_live_names(broker.cluster_id)
     snap = capture_snapshot("prod", {"bootstrap.servers": broker.bootstrap_servers})
-    assert [topic.name for topic in snap.topics] == ["orders"]
+    assert [topic.name for topic in snap.topics] == [OFFSETS_TOPIC, "orders"]
     assert snap.complete is False
 
 
@@ -175,11 +179,11 @@ def test_cli_capture_keeps_topics_an_acl_hides_and_drops_deleted_ones(broker, tl
     assert result.returncode == 0, result.stderr
     assert "3 topic(s) held as live were missing from the topic listing" in result.stderr
     assert "1 TOPIC_AUTHORIZATION_FAILED" in result.stderr and "1 confirmed gone" in result.stderr
-    assert "3 topic(s), 1 with errors, complete;" in result.stdout
+    assert "4 topic(s), 1 with errors, complete;" in result.stdout  # + __consumer_offsets
     second = store.read_snapshot(store.snapshot_files()[1])
     assert second.complete
     by_name = {topic.name: topic for topic in second.topics}
-    assert sorted(by_name) == ["inventory", "orders", "payments"]
+    assert sorted(by_name) == [OFFSETS_TOPIC, "inventory", "orders", "payments"]
     assert by_name["payments"] == failed("payments", AUTH)
     assert by_name["inventory"].topic_id == first.topic_id("inventory")
     assert by_name["inventory"].partition_count == 4
@@ -198,21 +202,21 @@ def test_cli_capture_keeps_topics_an_acl_hides_and_drops_deleted_ones(broker, tl
     broker.delete_topics(["inventory"])
     fourth = snapshot_cli(tl_home, broker)
     assert fourth.returncode == 0 and fourth.stderr == ""
-    assert "2 topic(s), 0 with errors, complete;" in fourth.stdout
+    assert "3 topic(s), 0 with errors, complete;" in fourth.stdout
 
 
 @pytest.mark.broker
 def test_by_name_describe_of_an_unknown_topic_is_the_brokers_unknown_topic(
     broker, tl_home, monkeypatch
 ):
-    """What confluent-kafka reports from tansu for a name that does not exist is the broker's
+    """What confluent-kafka reports from Kafka for a name that does not exist is the broker's
     UNKNOWN_TOPIC_OR_PART (the only answer that confirms a hidden topic gone)."""
     broker.create_topics(["orders"])
     snap = capture_snapshot(
         "prod", {"bootstrap.servers": broker.bootstrap_servers},
         known_live=lambda cluster_id: {"orders", "never-existed"},
     )
-    assert [topic.name for topic in snap.topics] == ["orders"] and snap.complete
+    assert [topic.name for topic in snap.topics] == [OFFSETS_TOPIC, "orders"] and snap.complete
 
     from topic_lineage import capture
 
@@ -228,25 +232,5 @@ def test_by_name_describe_of_an_unknown_topic_is_the_brokers_unknown_topic(
     assert answers == {"never-existed": GONE_ERROR}
 
 
-# --- the Airflow snapshot task: the same capture ----------------------------------------------------
-@pytest.mark.slow  # about a minute under load: one dag.test() (plus the module's db migrate)
-@pytest.mark.airflow
-@pytest.mark.broker
-def test_airflow_snapshot_task_describes_hidden_topics_by_name(
-    broker, tl_home, request, monkeypatch
-):
-    """The kafka_topic_snapshot DAG's capture task (dag.test(), in-process) goes through the same
-    capture: a topic stored live that the listing hides, denied by an ACL, is stored present."""
-    from test_dags_run import load_dag
-
-    broker.create_topics(["orders", ("payments", 3)])
-    request.getfixturevalue("airflow_env")({"live": broker.bootstrap_servers})
-    store.save(capture_snapshot("live", {"bootstrap.servers": broker.bootstrap_servers}), "live")
-    monkeypatch.setenv(FAULT_ENV, "hide@list:payments;deny@describe:payments")
-
-    run = load_dag("kafka_topic_snapshot").test()
-
-    assert run.state == "success"
-    stored = [store.read_snapshot(path) for path in store.snapshot_files()]
-    assert len(stored) == 2 and stored[1].complete
-    assert {o.name: o.error for o in stored[1].topics} == {"orders": None, "payments": AUTH}
+# The Airflow snapshot task's capture of a topic an ACL hides and denies is tested with Kafka's
+# own ACLs (a SASL_SSL connection, no fault point): tests/test_acl_capture.py.

@@ -120,6 +120,14 @@ def test_the_stack_has_its_parts(services):
     }
 
 
+def test_kafka_is_the_version_the_demo_and_the_tests_run(services):
+    """The stack's Kafka is the local broker's default version (what the demo and the tests
+    run), so what was tested is what Compose runs."""
+    from topic_lineage.local.kafka_dist import DEFAULT_VERSION
+
+    assert services["kafka"]["image"] == f"apache/kafka:{DEFAULT_VERSION}"
+
+
 def test_kafka_runs_in_kraft_mode(services):
     env = environment(services["kafka"])
     assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}

@@ -136,11 +136,11 @@ def test_snapshot_dag_captures_each_cluster_and_isolates_a_down_one(broker, airf
 
     runs = store.read_runs()
     assert [(r[t.CLUSTER_ALIAS], r[t.TOPIC_COUNT], r[t.COMPLETE]) for r in runs] == [
-        ("live", 2, True)
+        ("live", 3, True)  # orders, payments and Kafka's __consumer_offsets
     ]
     events = asset_events((tl_home / "snapshots").resolve().as_uri())
     assert len(events) == 1
-    assert events[0]["cluster"] == "live" and events[0]["topic_count"] == 2
+    assert events[0]["cluster"] == "live" and events[0]["topic_count"] == 3  # + __consumer_offsets
     assert events[0]["complete"] is True and events[0]["cluster_id"] == broker.cluster_id
 
 

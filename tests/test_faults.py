@@ -1,10 +1,10 @@
 """The fault suite: under each fault, nothing already stored or published is lost or changed, and
 the error a user sees names the cause. docs/faults.md summarises what each case tried.
 
-Faults the local broker (tansu) cannot produce are said so where they belong: it has no ACLs, so
-what an ACL does is injected against the real broker through topic_lineage/faults.py
-(``hide@list:NAMES``: the listing leaves topics out; ``deny@describe:NAMES``: describing them
-answers TOPIC_AUTHORIZATION_FAILED), and also covered by an imported record.
+The broker is real Apache Kafka (the local KRaft broker): it is killed (SIGKILL), hung
+(SIGSTOP), and its ACLs hide topics from the principal a capture runs as (test_acl_capture.py).
+Fault points (topic_lineage/faults.py) stay only where Kafka cannot produce the case on demand:
+an authorization failure in an imported record.
 
 Builds are killed or paused at named stages through topic_lineage/faults.py
 (``TOPIC_LINEAGE_FAULT=kill@write`` etc.).
@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import OFFSETS_TOPIC
 
 from topic_lineage import store
 from topic_lineage import tables as t
@@ -130,14 +131,6 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
         time.sleep(0.2)
 
 
-def tansu_pid(broker) -> int:
-    import psutil
-
-    [child] = [p for p in psutil.Process().children(recursive=True)
-               if "tansu" in p.name() and broker.bootstrap_servers.split(":")[-1] in " ".join(p.cmdline())]
-    return child.pid
-
-
 def hang(pid: int, timeout_s: float = 10.0) -> None:
     """SIGSTOP ``pid`` and return once every thread of it is stopped.
 
@@ -177,13 +170,30 @@ def seed_store(home: Path, tmp_path: Path, rounds: int = 3) -> None:
 
 
 # --- capture faults ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def _big_broker_holder():
+    holder = {}
+    yield holder
+    if holder.get("broker"):
+        holder["broker"].stop()
+
+
 @pytest.fixture
-def big_broker():
+def big_broker(_big_broker_holder):
+    """A broker of its own with 1,500 topics, shared by the tests of this module until one kills
+    it (then the next test starts another): a JVM start and 1,500 creations cost seconds."""
+    from conftest import started_broker
+
     from topic_lineage.local.broker import LocalBroker
 
-    with LocalBroker() as broker:
+    broker = _big_broker_holder.get("broker")
+    if broker is None or not broker.running:
+        if broker is not None:
+            broker.stop()
+        broker = _big_broker_holder["broker"] = LocalBroker().start()
+        started_broker(broker)
         broker.create_topics([f"load.{i:05d}" for i in range(1500)])
-        yield broker
+    return broker
 
 
 def capture(broker, **kwargs):
@@ -192,36 +202,11 @@ def capture(broker, **kwargs):
     return capture_snapshot("prod", {"bootstrap.servers": broker.bootstrap_servers}, **kwargs)
 
 
-def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
-    """kill -9 of the broker while 1,500 topics are described one per request: the snapshot is
-    kept as incomplete with every undescribed topic marked by the transport error; nothing
-    stored before is touched."""
-    store.save(capture(big_broker), "live")
-    before = digest(t.snapshots_dir())
-    pid = tansu_pid(big_broker)
-    # Soon after listing: 1,500 one-topic describes in sequence take far longer than 0.05 s even on
-    # a quiet machine (0.3 s was close to their total there, and the kill could come after them).
-    killer = threading.Timer(0.05, os.kill, (pid, signal.SIGKILL))
-    started = time.monotonic()
-    snap = capture(big_broker, timeout_s=20, batch_size=1, max_in_flight=1,
-                   on_listed=lambda names: killer.start())
-    assert time.monotonic() - started < 20 + 3
-    assert not snap.complete
-    assert len(snap.topics) == 1500
-    lost = [o for o in snap.topics if o.error is not None]
-    # client-side errors only; DESTROY_BROKER: librdkafka aborted a request whose connection died
-    assert lost and {o.error for o in lost} <= {"TRANSPORT", "TIMED_OUT", "DESTROY_BROKER"}
-    assert all(o.error is None and o.topic_id for o in snap.topics if o not in lost)
-    store.save(snap, "live")
-    assert_kept(before, digest(t.snapshots_dir()))
-    assert [run["complete"] for run in store.read_runs()] == [True, False]
-
-
 def test_broker_stopped_is_a_timeout_naming_the_cluster_and_stores_nothing(big_broker, tl_home):
     """SIGSTOP (a hung broker: TCP accepted, nothing answers) past the timeout, through the CLI."""
     store.save(capture(big_broker), "live")
     before = digest(t.snapshots_dir())
-    pid = tansu_pid(big_broker)
+    pid = big_broker.pid
     hang(pid)
     try:
         result = cli(tl_home, "snapshot", "--cluster", "prod", "--bootstrap-servers",
@@ -244,7 +229,7 @@ def test_broker_hung_mid_describe_gives_an_incomplete_snapshot(big_broker, tl_ho
     undescribed topic recorded as TIMED_OUT (or TRANSPORT), and it changes nothing stored."""
     store.save(capture(big_broker), "live")
     before = digest(t.snapshots_dir())
-    pid = tansu_pid(big_broker)
+    pid = big_broker.pid
     try:
         snap = capture(big_broker, timeout_s=5, batch_size=50,
                        on_listed=lambda names: hang(pid))
@@ -256,9 +241,124 @@ def test_broker_hung_mid_describe_gives_an_incomplete_snapshot(big_broker, tl_ho
     assert_kept(before, digest(t.snapshots_dir()))
 
 
+def test_broker_killed_mid_capture_keeps_what_is_stored(big_broker, tl_home):
+    """kill -9 of the broker while 1,500 topics are described one per request: the snapshot is
+    kept as incomplete with every undescribed topic marked by the transport error; nothing
+    stored before is touched."""
+    store.save(capture(big_broker), "live")
+    before = digest(t.snapshots_dir())
+    pid = big_broker.pid
+    # Soon after listing: 1,500 one-topic describes in sequence take far longer than 0.05 s even on
+    # a quiet machine (0.3 s was close to their total there, and the kill could come after them).
+    killer = threading.Timer(0.05, os.kill, (pid, signal.SIGKILL))
+    started = time.monotonic()
+    snap = capture(big_broker, timeout_s=20, batch_size=1, max_in_flight=1,
+                   on_listed=lambda names: killer.start())
+    assert time.monotonic() - started < 20 + 3
+    assert not snap.complete
+    assert len(snap.topics) == 1500
+    lost = [o for o in snap.topics if o.error is not None]
+    # client-side errors only; DESTROY_BROKER: librdkafka aborted a request whose connection died
+    assert lost and {o.error for o in lost} <= {"TRANSPORT", "TIMED_OUT", "DESTROY_BROKER"}
+    assert all(o.error is None and o.topic_id for o in snap.topics if o not in lost)
+    store.save(snap, "live")
+    assert_kept(before, digest(t.snapshots_dir()))
+    assert [run["complete"] for run in store.read_runs()] == [True, False]
+
+
+def test_a_server_that_is_not_kafka_or_nothing_listening_is_one_line(tl_home):
+    """A port whose server answers, but not in Kafka's protocol (an HTTP server answering every
+    connection with a 400), and a port nothing listens on: one line naming the address, exit 2,
+    nothing stored, within the timeout."""
+    import socketserver
+
+    from topic_lineage.local.broker import free_port
+
+    class NotKafka(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.settimeout(2)
+            try:
+                self.request.recv(4096)
+                self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), NotKafka) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        address = f"127.0.0.1:{server.server_address[1]}"
+        try:
+            started = time.monotonic()
+            http = cli(tl_home, "snapshot", "--cluster", "web", "--bootstrap-servers", address,
+                       "--timeout", "5", timeout=60)
+            elapsed = time.monotonic() - started
+        finally:
+            server.shutdown()
+    nowhere = f"127.0.0.1:{free_port()}"
+    refused = cli(tl_home, "snapshot", "--cluster", "gone", "--bootstrap-servers", nowhere,
+                  "--timeout", "5", timeout=60)
+    for result, where in ((http, address), (refused, nowhere)):
+        assert result.returncode == 2, result
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("topic-lineage snapshot: error: "), lines
+        assert where in lines[0] and "nothing was stored" in lines[0]
+    assert elapsed < 5 + 10  # interpreter start-up included
+    assert "Connection refused" in refused.stderr
+    assert store.snapshot_files() == []
+
+
+def test_a_group_deleted_between_listing_and_offset_fetch_concludes_nothing(broker, tl_home):
+    """A group that Kafka lists, then deletes before its offsets are fetched: the capture keeps
+    it without offsets (it cannot know more), the listing stays complete, and what an earlier
+    capture stored about the group stands (R10): no row about it changes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from topic_lineage import group_capture
+    from topic_lineage.capture import capture_snapshot
+    from topic_lineage.scd import group_reference, reference
+
+    broker.create_topics(["orders"])
+    consumer = Consumer(broker.client_config(**{"group.id": "billing", "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    config = {"bootstrap.servers": broker.bootstrap_servers}
+    first = capture_snapshot("prod", config)
+    store.save(first, "live")
+    before = digest(t.snapshots_dir())
+
+    listed = group_capture.GroupCapture.list_groups
+
+    def list_then_delete(self):
+        group_ids, complete = listed(self)
+        assert "billing" in group_ids
+        for future in broker.admin().delete_consumer_groups(["billing"]).values():
+            future.result(timeout=30)  # Kafka deletes it (and its offsets) now
+        return group_ids, complete
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(group_capture.GroupCapture, "list_groups", list_then_delete)
+        second = capture_snapshot("prod", config)
+    store.save(second, "live")
+    assert second.complete and second.groups_complete is True
+    [billing] = [g for g in second.groups if g.group_id == "billing"]
+    assert billing.offsets == () and billing.error in (None, "GROUP_ID_NOT_FOUND"), billing
+    assert_kept(before, digest(t.snapshots_dir()))
+
+    snapshots = [store.read_snapshot(p) for p in store.snapshot_files()]
+    _, topics = reference.derive(snapshots)
+    _, groups = group_reference.derive_groups(snapshots, topics)
+    [row] = [r for r in groups if r["group_id"] == "billing"]
+    assert (row["topic_name"], row["max_committed_offset"], row["carried_offset"]) == (
+        "orders", 0, False)
+    assert row["last_seen_at"] == first.captured_at  # the second capture concluded nothing
+
+
 def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_path, spark):
     """A topic deleted between listing and describing (UNKNOWN_TOPIC_OR_PART, real broker), an
-    authorization failure (imported: tansu has no ACLs) and an incomplete capture: after a build
+    authorization failure (imported: a by-name describe that Kafka denies while the next capture
+    runs is what test_acl_capture.py does live) and an incomplete capture: after a build
     every topic is still live with its attributes (R2)."""
     from topic_lineage.pipeline import run_build
 
@@ -292,7 +392,8 @@ def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_pa
 
 
 def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeypatch):
-    """Real broker with the capture fault points (tansu has no ACLs): the listing leaves out
+    """Real broker with the capture fault points (one capture that hides, denies and sees a
+    deletion at once; real ACLs: test_acl_capture.py): the listing leaves out
     payments, inventory and audit, as Kafka does for topics the principal may not DESCRIBE;
     describing payments answers TOPIC_AUTHORIZATION_FAILED; audit was really deleted. The
     capture describes the three by name: after a build payments and inventory are live with
@@ -309,7 +410,7 @@ def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeyp
     store.save(second, "live")
     assert second.complete
     assert {o.name: o.error for o in second.topics} == {
-        "orders": None, "payments": "TOPIC_AUTHORIZATION_FAILED", "inventory": None}
+        OFFSETS_TOPIC: None, "orders": None, "payments": "TOPIC_AUTHORIZATION_FAILED", "inventory": None}
     before = digest(t.snapshots_dir())
 
     run_build(spark)  # through the gate: only a version it passed is published
@@ -318,7 +419,8 @@ def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeyp
         return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
 
     rows = {name: (tid, version, pc, utc(deleted), current)
-            for name, tid, version, _, pc, deleted, current in incarnations()}
+            for name, tid, version, _, pc, deleted, current in incarnations()
+            if name != OFFSETS_TOPIC}
     ids = first.topic_ids()
     assert rows == {
         "orders": (ids["orders"], 1, 3, None, True),

@@ -15,7 +15,9 @@ from topic_lineage import capture, store
 from topic_lineage import tables as t
 from topic_lineage.snapshot import Snapshot, format_timestamp
 
-DEMO_CLUSTER_ID = "topic-lineage-demo"
+# The demo broker's KRaft cluster ID: a Kafka UUID (16 bytes, URL-safe base64), the same on
+# every run, so a second demo in the same home continues the same cluster's history.
+DEMO_CLUSTER_ID = "dG9waWMtbGluZWFnZS1kbQ"
 DEMO_ALIAS = "demo"
 FIRST_TOPICS = (("orders", 3), ("payments", 2), ("inventory", 1))
 
@@ -64,14 +66,13 @@ def step_create_topics(run: DemoRun) -> None:
 
 
 def _produce(run: DemoRun, topic: str, count: int) -> None:
-    """One record per batch, flushed each time: the local broker's log end offset is only exact
-    that way."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": run.broker.bootstrap_servers, "linger.ms": 0})
     for _ in range(count):
         producer.produce(topic, b"demo", partition=0)
-        producer.flush(10)
+    if producer.flush(30):
+        raise capture.CaptureError(f"could not produce {count} records to {topic}")
 
 
 def _commit(run: DemoRun, group: str, topic: str, offset: int) -> None:
@@ -109,21 +110,16 @@ def step_change_topics(run: DemoRun) -> None:
     run.say("deleted inventory")
     broker.create_topics([("shipments", 2)])
     run.say("created shipments (2 partitions)")
-    _try_add_partitions(run, "payments", 4)
+    _add_partitions(run, "payments", 4)
 
 
-def _try_add_partitions(run: DemoRun, name: str, total: int) -> None:
-    from confluent_kafka import KafkaException
+def _add_partitions(run: DemoRun, name: str, total: int) -> None:
+    """A changed attribute of a live incarnation (same ID): a new version, not a new one."""
     from confluent_kafka.admin import NewPartitions
 
     futures = run.broker.admin().create_partitions([NewPartitions(name, total)])
-    try:
-        futures[name].result(timeout=30)
-    except KafkaException as exc:
-        run.say(f"skipped: adding partitions to {name} ({exc.args[0].name()}: not supported by "
-                "this broker)")
-        return
-    run.say(f"added partitions to {name} (now {total})")
+    futures[name].result(timeout=30)
+    run.say(f"added partitions to {name} (now {total}; same topic ID)")
 
 
 def step_show_snapshots(run: DemoRun) -> None:
@@ -142,14 +138,18 @@ def step_compare_ids(run: DemoRun) -> None:
     first, last = run.captures[0], run.captures[-1]
     names = sorted({topic.name for topic in first.topics} | {topic.name for topic in last.topics})
     run.say(f"topic IDs (Kafka's canonical form), capture 1 -> capture {len(run.captures)}:")
-    run.say(f"  {'topic':<12} {'first':<24} {'last':<24} what happened")
+    width = max(12, *(len(name) for name in names))
+    run.say(f"  {'topic':<{width}} {'first':<24} {'last':<24} what happened")
+    partitions = [{t.name: t.partition_count for t in snap.topics} for snap in (first, last)]
     for name in names:
         before, after = first.topic_ids().get(name), last.topic_ids().get(name)
         if before and after:
             verdict = "same incarnation" if before == after else "NEW ID: deleted and re-created"
+            if before == after and partitions[0][name] != partitions[1][name]:
+                verdict += f" (partitions {partitions[0][name]} -> {partitions[1][name]})"
         else:
             verdict = "created" if after else "deleted"
-        run.say(f"  {name:<12} {before or '-':<24} {after or '-':<24} {verdict}")
+        run.say(f"  {name:<{width}} {before or '-':<24} {after or '-':<24} {verdict}")
     a, b = first.topic_id("orders"), last.topic_id("orders")
     if a == b:  # the demo's point: a re-created topic is a new incarnation
         raise capture.CaptureError(f"orders kept its topic ID {a} across delete/re-create")
@@ -280,7 +280,7 @@ def run_demo(steps=None, *, cluster_id: str = DEMO_CLUSTER_ID, alias: str = DEMO
 
     steps = STEPS if steps is None else steps
     with LocalBroker(cluster_id) as broker:
-        out(f"local broker (tansu, in memory) at {broker.bootstrap_servers}, cluster {cluster_id}")
+        out(f"local broker: {broker.describe()}")
         out(f"topic-lineage home: {t.home()}")
         run = DemoRun(broker=broker, alias=alias, out=out)
         try:
@@ -291,7 +291,7 @@ def run_demo(steps=None, *, cluster_id: str = DEMO_CLUSTER_ID, alias: str = DEMO
             run.stop_spark()
         if serve:
             _serve(run)
-    out("\nlocal broker stopped")
+    out("\nlocal broker stopped (its directory removed)")
     return run
 
 
@@ -317,12 +317,14 @@ def _serve(run: DemoRun) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
-        help="run the main job on a throw-away local broker (needs the dev extra)",
-        description="Start a local Kafka-protocol broker, create topics, capture a snapshot, "
+        help="run the main job on a throw-away local Apache Kafka broker",
+        description="Start a local Apache Kafka broker (KRaft), create topics, capture a snapshot, "
         "delete and re-create 'orders', capture again, and show what was stored "
         "(under $TOPIC_LINEAGE_HOME).",
     )
-    p.add_argument("--cluster-id", default=DEMO_CLUSTER_ID, help="cluster ID the broker reports")
+    p.add_argument("--cluster-id", default=DEMO_CLUSTER_ID,
+                   help="the KRaft cluster ID to format the broker with (a Kafka UUID, e.g. "
+                   "from `kafka-storage.sh random-uuid`)")
     p.add_argument("--cluster", default=DEMO_ALIAS, metavar="ALIAS", help="cluster alias")
     p.add_argument("--capture-only", action="store_true",
                    help="stop after the captures (no Spark build, no Airflow)")
