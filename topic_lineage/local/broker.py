@@ -597,3 +597,53 @@ class LocalBroker:
 
 
 __all__ = ["LocalBroker", "LocalBrokerError", "SaslSsl", "free_port", "new_cluster_id"]
+
+
+def make_archive(version: str, *, out=None) -> Path:
+    """Make the class archive of ``version`` (nothing when it is there): start a broker whose
+    JVM writes the classes it loaded when it exits, create and delete a topic, stop it; then check
+    that a JVM maps the file (``-Xshare:on`` refuses one it cannot) before it gets its name."""
+    target = kafka_dist.archive_path(version)
+    if target.is_file():
+        return target
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    if out:
+        out(f"making the class archive of Apache Kafka {version}'s broker (about half a minute)")
+    try:
+        broker = LocalBroker(version=version, archive_out=tmp).start()
+        try:
+            broker.create_topics(["archive-warmup"])
+            broker.delete_topics(["archive-warmup"])
+        finally:
+            broker.stop()
+        check = subprocess.run(
+            [kafka_dist.java_executable(), "-Xshare:on", f"-XX:SharedArchiveFile={tmp}", "-cp",
+             kafka_dist.classpath(version), "-version"], capture_output=True, text=True, check=False)
+        if not tmp.is_file() or check.returncode != 0:
+            raise kafka_dist.KafkaDistError(f"the class archive of Apache Kafka {version} was not usable: "
+                                 f"{' '.join(check.stderr.split())[-300:]}")
+        tmp.rename(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m topic_lineage.local.broker --class-archive VERSION``: make that version's class
+    archive (``python -m topic_lineage.local.kafka_dist`` runs it after fetching the jars)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m topic_lineage.local.broker")
+    parser.add_argument("--class-archive", metavar="VERSION", required=True)
+    args = parser.parse_args(argv)
+    try:
+        print(f"class archive: {make_archive(args.class_archive, out=print)}")
+    except TopicLineageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

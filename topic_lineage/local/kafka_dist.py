@@ -192,37 +192,6 @@ def usable_archive(version: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def make_archive(version: str, *, out=None) -> Path:
-    """Make the class archive of ``version`` (nothing when it is there): start a broker whose
-    JVM writes the classes it loaded when it exits, create and delete a topic, stop it; then check
-    that a JVM maps the file (``-Xshare:on`` refuses one it cannot) before it gets its name."""
-    from topic_lineage.local.broker import LocalBroker
-
-    target = archive_path(version)
-    if target.is_file():
-        return target
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    if out:
-        out(f"making the class archive of Apache Kafka {version}'s broker (about half a minute)")
-    try:
-        broker = LocalBroker(version=version, archive_out=tmp).start()
-        try:
-            broker.create_topics(["archive-warmup"])
-            broker.delete_topics(["archive-warmup"])
-        finally:
-            broker.stop()
-        check = subprocess.run(
-            [java_executable(), "-Xshare:on", f"-XX:SharedArchiveFile={tmp}", "-cp",
-             classpath(version), "-version"], capture_output=True, text=True, check=False)
-        if not tmp.is_file() or check.returncode != 0:
-            raise KafkaDistError(f"the class archive of Apache Kafka {version} was not usable: "
-                                 f"{' '.join(check.stderr.split())[-300:]}")
-        tmp.rename(target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=f"python -m {MODULE}",
@@ -245,12 +214,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for version in [] if args.no_archive else versions:
-        try:  # only a matter of speed: warn and go on
-            if not archive_path(version).is_file():
-                print(f"class archive: {make_archive(version, out=print)}")
-        except TopicLineageError as exc:
+        if archive_path(version).is_file():
+            continue
+        # made by a broker of that version (topic_lineage.local.broker), in a process of its own;
+        # only a matter of speed: a failure warns and goes on
+        made = subprocess.run([sys.executable, "-m", "topic_lineage.local.broker", "--class-archive",
+                               version], check=False)
+        if made.returncode != 0:
             print(f"warning: no class archive for Apache Kafka {version}; its JVMs start "
-                  f"without it ({exc})", file=sys.stderr)
+                  "without it", file=sys.stderr)
     return 0
 
 

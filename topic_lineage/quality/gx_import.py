@@ -17,6 +17,11 @@ import sys
 import threading
 import types
 
+HIDING = threading.Lock()
+"""Held while :func:`import_gx` hides :data:`GX_UNUSED_MODULES`: code of ours that imports one
+of them in another thread (the build staging its Iceberg tables in a SQL catalog, while GX is
+imported in the background) takes it first, and so waits until they are importable again."""
+
 GX_UNUSED_MODULES = ("sqlalchemy", "pyspark.ml")
 """Optional dependencies Great Expectations imports whenever they are installed, for what the
 gate never uses: SQL datasources (``sqlalchemy``, installed for Airflow) and Spark ML's
@@ -94,14 +99,15 @@ def import_gx() -> dict[str, list[str]]:
     hidden = [] if loaded else [name for name in GX_UNUSED_MODULES if name not in sys.modules]
     deferred = [] if loaded else [name for name in GX_DEFERRED_MODULES
                                   if name not in sys.modules and _defer(name)]
-    for name in hidden:
-        sys.modules[name] = None
-    try:
-        import great_expectations  # noqa: F401
-
-        from topic_lineage.quality import custom_expectations  # noqa: F401 (registers the classes)
-    finally:
+    with HIDING:
         for name in hidden:
-            if name in sys.modules and sys.modules[name] is None:
-                del sys.modules[name]
+            sys.modules[name] = None
+        try:
+            import great_expectations  # noqa: F401
+
+            from topic_lineage.quality import custom_expectations  # noqa: F401 (registers the classes)
+        finally:
+            for name in hidden:
+                if name in sys.modules and sys.modules[name] is None:
+                    del sys.modules[name]
     return {"hidden": hidden, "deferred": deferred}

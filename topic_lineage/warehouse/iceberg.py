@@ -126,6 +126,11 @@ def catalog():
 
 
 def _load_catalog(name: str, props: dict[str, str]):
+    from topic_lineage.quality.gx_import import HIDING
+
+    with HIDING:  # a SQL catalog imports sqlalchemy, which GX's import in a build's background
+        # thread hides while it runs (topic_lineage.quality.gx_import)
+        import pyiceberg.catalog.sql  # noqa: F401
     from pyiceberg.catalog import AVAILABLE_CATALOGS, CatalogType, infer_catalog_type
 
     if props.get("uri", "").startswith("sqlite:///"):  # its file's folder (and the warehouse's)
