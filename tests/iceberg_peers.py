@@ -48,6 +48,17 @@ def missing() -> str | None:
     return None
 
 
+def require() -> None:
+    """For a test that needs the side venv: a failure when it is missing, a skip only when
+    TOPIC_LINEAGE_NO_ICEBERG_PEERS=1 says it is deliberately not installed."""
+    import pytest
+
+    reason = missing()
+    if reason and os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: the Iceberg peers' venv deliberately not installed ({reason})")
+    assert reason is None, reason
+
+
 def _env() -> dict[str, str]:
     """Our environment without what would point the side venv's Spark at ours."""
     drop = ("SPARK_", "PYSPARK_", "PYTHON", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "VIRTUAL_ENV")

@@ -44,10 +44,7 @@ pytestmark = pytest.mark.timeout(1200)
 @pytest.fixture(scope="module")
 def side_venv():
     """The readers' venv: a failure when it is missing, unless TOPIC_LINEAGE_NO_ICEBERG_PEERS=1."""
-    reason = peers.missing()
-    if reason and os.environ.get(peers.SKIP_ENV) == "1":
-        pytest.skip(f"{peers.SKIP_ENV}=1: the Iceberg peers' venv deliberately not installed ({reason})")
-    assert reason is None, reason
+    peers.require()
 
 
 def iceberg_schema():

@@ -29,11 +29,7 @@ CLUSTER = "SWNlYmVyZ1BlZXJzVGVzdA"
 
 @pytest.fixture(scope="module")
 def side_venv():
-    reason = peers.missing()
-    if reason and os.environ.get(peers.SKIP_ENV) == "1":
-        pytest.skip(f"{reason} ({peers.SKIP_ENV}=1)")
-    assert reason is None, reason
-    return peers
+    peers.require()
 
 
 def snapshot(day: int, topics: dict[str, str], offsets: dict[str, tuple[int, int]]) -> dict:
