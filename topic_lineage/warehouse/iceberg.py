@@ -42,10 +42,6 @@ MAIN = "main"
 LEAD_TABLE = t.TOPIC_INCARNATIONS
 """Published last: its ``main`` names the published version."""
 
-
-def publish_order() -> tuple[str, ...]:
-    """The tables in the order their ``main`` moves: the lead table last."""
-    return tuple(x for x in t.TABLES if x != LEAD_TABLE) + (LEAD_TABLE,)
 EMBEDDED_DB = "catalog.db"
 TABLE_PROPERTIES = {
     "format-version": "2",
@@ -63,6 +59,11 @@ class CatalogError(WarehouseError):
 
 def audit_branch(version: str) -> str:
     return f"audit-{version}"
+
+
+def publish_order() -> tuple[str, ...]:
+    """The tables in the order their ``main`` moves: the lead table last."""
+    return tuple(x for x in t.TABLES if x != LEAD_TABLE) + (LEAD_TABLE,)
 
 
 # --- the catalog -----------------------------------------------------------------------------
