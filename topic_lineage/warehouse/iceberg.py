@@ -330,15 +330,6 @@ def _embedded_published_version(name: str, props: dict[str, str]) -> str | None:
     return None
 
 
-def published() -> tuple[str | None, dict[str, int]]:
-    """The published version (named by the lead table's ``main``) and each table's snapshot of
-    it: (None, {}) when nothing is published through Iceberg."""
-    version = published_version()
-    if version is None:
-        return None, {}
-    return version, version_snapshots(version)
-
-
 def version_snapshots(version: str) -> dict[str, int]:
     """Table -> the snapshot holding ``version`` (its audit branch's head, or a snapshot whose
     summary names it); tables without one are left out."""
