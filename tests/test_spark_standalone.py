@@ -164,3 +164,38 @@ def _processes_in(work_dir) -> list[tuple[int, str]]:
         if proc.info["cwd"] == str(work_dir) or str(work_dir) in cmdline:
             found.append((proc.info["pid"], cmdline[:200]))
     return found
+
+
+def test_ports_taken_before_the_master_binds_them_are_stepped_over(tmp_path, monkeypatch):
+    """A port found free may be taken before the master binds it (here by a web server that
+    answers every path with a page): the master binds the next ones, and the cluster's URLs are
+    the ones it reports, so the workers register and ``state()`` reads the master's JSON."""
+    import http.server
+    import threading
+
+    from topic_lineage.local import standalone
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<!DOCTYPE html><html>another process</html>")
+
+        def log_message(self, *args):
+            pass
+
+    squatter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=squatter.serve_forever, daemon=True).start()
+    taken = squatter.server_address[1]
+    chosen = iter([taken, taken])  # the master's RPC and web UI ports; the workers' are free
+    free = standalone._free_port
+    monkeypatch.setattr(standalone, "_free_port", lambda: next(chosen, None) or free())
+    try:
+        with standalone_cluster(workers=1, memory="512m", work_dir=tmp_path, timeout_s=90) as cluster:
+            assert cluster.master_url != f"spark://127.0.0.1:{taken}"
+            assert cluster.web_ui != f"http://127.0.0.1:{taken}"
+            assert [w["state"] for w in cluster.state()["workers"]] == ["ALIVE"]
+    finally:
+        squatter.shutdown()
+    assert _processes_in(tmp_path) == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -37,6 +38,12 @@ from topic_lineage.errors import TopicLineageError
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+# What the master prints once it listens: its RPC URL, then its web UI's. A port chosen free may
+# be taken by another process before the master binds it; Spark then binds the next one, so the
+# cluster's addresses are the ones the master reports, not the ones it was asked for.
+MASTER_URL_LINE = re.compile(r"Starting Spark master at (spark://\S+)")
+MASTER_UI_LINE = re.compile(r"Bound MasterWebUI to \S+ and started at (http://\S+)")
+
 # The master and worker daemons only schedule and launch executors: a small heap is plenty
 # (Spark's default is 1g each), leaving the machine's memory to the driver and executors.
 DAEMON_MEMORY = "512m"
@@ -107,6 +114,9 @@ def _tail(path: Path, lines: int = 15) -> str:
 def _start(cluster: Cluster, name: str, *args: str) -> None:
     env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=HOST,
                SPARK_LOCAL_HOSTNAME=HOST, SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
+               # The REST submission server listens on a fixed port (6066): two clusters on one
+               # machine would race for it, and applications here are submitted by their drivers.
+               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
                # Executors' Python workers must be this interpreter: tasks import topic_lineage.
                PYSPARK_PYTHON=sys.executable)
     env.pop("PYSPARK_GATEWAY_PORT", None)  # never a driver's, should this process be one
@@ -116,23 +126,43 @@ def _start(cluster: Cluster, name: str, *args: str) -> None:
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _check_running(cluster: Cluster) -> None:
+    for name, proc in cluster.processes.items():
+        if proc.poll() is not None:
+            raise StandaloneClusterError(
+                f"spark standalone {name} exited with {proc.returncode} while starting; "
+                f"its log, {cluster.log(name)}, ends:\n{_tail(cluster.log(name))}")
+
+
+def _master_reports(cluster: Cluster, line: re.Pattern, deadline: float) -> str | None:
+    """The address the master's log reports on ``line``, once it does; None at the deadline."""
+    while time.monotonic() < deadline:
+        _check_running(cluster)
+        with contextlib.suppress(OSError):
+            found = line.search(cluster.log("master").read_text(errors="replace"))
+            if found:
+                return found.group(1).rstrip("/")
+        time.sleep(0.1)
+    return None
+
+
 def _wait_ready(cluster: Cluster, timeout_s: float) -> None:
     """Until the master reports every worker ALIVE; a daemon that exits, or the timeout, fails."""
     deadline = time.monotonic() + timeout_s
-    alive, seen = 0, "the master's web UI never answered"
-    while time.monotonic() < deadline:
-        for name, proc in cluster.processes.items():
-            if proc.poll() is not None:
-                raise StandaloneClusterError(
-                    f"spark standalone {name} exited with {proc.returncode} while starting; "
-                    f"its log, {cluster.log(name)}, ends:\n{_tail(cluster.log(name))}")
+    seen = "the master never reported its web UI"
+    web_ui = _master_reports(cluster, MASTER_UI_LINE, deadline)
+    if web_ui:
+        cluster.web_ui, seen = web_ui, "the master's web UI never answered"
+        cluster.ports[1] = int(web_ui.rsplit(":", 1)[1])
+    while web_ui and time.monotonic() < deadline:
+        _check_running(cluster)
         try:
             state = cluster.state()
             alive = sum(worker.get("state") == "ALIVE" for worker in state.get("workers", []))
             seen = f"{alive} of {cluster.workers} workers ALIVE"
             if alive >= cluster.workers:
                 return
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or not yet answering JSON
             pass
         time.sleep(0.5)
     logs = ", ".join(str(cluster.log(name)) for name in cluster.processes)
@@ -199,6 +229,14 @@ def standalone_cluster(workers: int = 2, cores_per_worker: int = 1, memory: str 
     try:
         _start(cluster, "master", MASTER_CLASS, "--host", HOST, "--port", str(port),
                "--webui-port", str(ui))
+        # Workers register at the address the master reports (see MASTER_URL_LINE).
+        master_url = _master_reports(cluster, MASTER_URL_LINE, time.monotonic() + timeout_s)
+        if master_url is None:
+            raise StandaloneClusterError(
+                f"spark standalone master did not report its address in {timeout_s:.0f} s; "
+                f"its log, {cluster.log('master')}, ends:\n{_tail(cluster.log('master'))}")
+        cluster.master_url = master_url
+        cluster.ports[0] = int(master_url.rsplit(":", 1)[1])
         for i in range(1, workers + 1):
             worker_port, worker_ui = _free_port(), _free_port()
             cluster.ports += [worker_port, worker_ui]
