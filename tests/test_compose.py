@@ -3,8 +3,9 @@
 The file is validated against the Compose Specification's JSON schema (vendored in
 tests/data, source noted there), then against what the stack needs and what the code reads:
 pinned images, existing services and volumes, health checks, one JWT secret, one
-TOPIC_LINEAGE_HOME volume everywhere, the connections and Variable the DAGs look up, and only
-Airflow options that exist.
+TOPIC_LINEAGE_HOME everywhere (a bucket of the object store service, no shared data volume),
+one Iceberg catalog on the stack's PostgreSQL, no secret on a command line, the connections and
+Variable the DAGs look up, and only Airflow options that exist.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ AIRFLOW_SERVICES = (
     "airflow-triggerer",
 )
 SPARK_SERVICES = ("spark-master", "spark-worker")
-TL_HOME = "/var/lib/topic-lineage"
+DATA_SERVICES = AIRFLOW_SERVICES + ("spark-worker",)
+"""Every service that reads or writes TOPIC_LINEAGE_HOME (the executors write versions too)."""
+ONE_SHOT_SERVICES = ("airflow-init", "object-store-init", "catalog-init")
+OBJECT_STORE = "seaweedfs"
+TL_HOME = "s3://topic-lineage/home"
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +113,13 @@ def test_every_image_is_pinned(services):
 
 
 def test_the_stack_has_its_parts(services):
-    assert set(AIRFLOW_SERVICES) | set(SPARK_SERVICES) | {"kafka", "postgres"} <= set(services)
+    assert (set(AIRFLOW_SERVICES) | set(SPARK_SERVICES) | set(ONE_SHOT_SERVICES)
+            | {"kafka", "postgres", OBJECT_STORE}) <= set(services)
     assert services["kafka"]["image"].startswith("apache/kafka:")
     assert services["postgres"]["image"].startswith("postgres:")
+    # the object store we ship is SeaweedFS (Apache-2.0), its S3 gateway on
+    assert services[OBJECT_STORE]["image"].startswith("chrislusf/seaweedfs:")
+    assert "-s3" in services[OBJECT_STORE]["command"][-1].split()
     commands = {name: services[name].get("command") for name in AIRFLOW_SERVICES[1:]}
     assert commands == {
         "airflow-apiserver": "api-server",
@@ -167,14 +176,21 @@ def test_dependencies_wait_for_health(services):
                 assert "healthcheck" in services[other], f"{name} waits on {other}'s health"
     for name in AIRFLOW_SERVICES[1:]:
         depends = services[name]["depends_on"]
-        assert depends["airflow-init"]["condition"] == "service_completed_successfully"
+        for one_shot in ONE_SHOT_SERVICES:
+            assert depends[one_shot]["condition"] == "service_completed_successfully", (name, one_shot)
         assert depends["postgres"]["condition"] == "service_healthy"
+        assert depends[OBJECT_STORE]["condition"] == "service_healthy"
+    # the executors write into the bucket: it must exist before the worker takes tasks
+    worker = services["spark-worker"]["depends_on"]
+    assert worker["object-store-init"]["condition"] == "service_completed_successfully"
+    assert services["object-store-init"]["depends_on"][OBJECT_STORE]["condition"] == "service_healthy"
+    assert services["catalog-init"]["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 
 def test_every_long_running_service_has_a_health_check(services):
     for name, service in services.items():
-        if name == "airflow-init":
-            assert service.get("restart") == "no"
+        if name in ONE_SHOT_SERVICES:
+            assert service.get("restart") == "no", name
             continue
         check = service.get("healthcheck")
         assert check and check.get("test"), f"{name} has no health check"
@@ -248,15 +264,110 @@ def test_airflow_needs_a_real_login(services):
     assert "ADMIN_PASSWORD" not in text and "JWT_SECRET:" not in text
 
 
-def test_topic_lineage_home_is_one_shared_volume(services):
-    volumes = set()
-    for name in AIRFLOW_SERVICES + ("spark-worker",):
+def mounts(service: dict) -> list[tuple[str, str]]:
+    """(source, target) of each volume a service mounts."""
+    pairs = []
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, str):
+            source, target = volume.split(":")[:2]
+        else:
+            source, target = volume["source"], volume["target"]
+        pairs.append((source, target))
+    return pairs
+
+
+def test_topic_lineage_home_is_a_bucket_of_the_object_store(services):
+    """The data lives in the object store, not on a volume the containers share: every Airflow
+    component and the Spark worker name the same s3:// home, reach the seaweedfs service's S3
+    gateway with the key pair its identities file is written from, and the bucket is made by
+    the one-shot object-store-init before any of them starts."""
+    homes = {name: environment(services[name])[tables.HOME_ENV] for name in DATA_SERVICES}
+    assert set(homes.values()) == {TL_HOME}, homes
+    bucket = urlparse(TL_HOME).netloc
+    assert f"s3.bucket.create -name {bucket}" in services["object-store-init"]["command"][-1]
+    store = services[OBJECT_STORE]
+    s3_port = re.search(r"-s3\.port=(\d+)", store["command"][-1]).group(1)
+    store_env = environment(store)
+    for name in DATA_SERVICES:
         env = environment(services[name])
-        assert env[tables.HOME_ENV] == TL_HOME, name
-        mounts = [v for v in services[name]["volumes"] if v.endswith(":" + TL_HOME)]
-        assert len(mounts) == 1, f"{name} does not mount TOPIC_LINEAGE_HOME"
-        volumes.add(mounts[0].split(":")[0])
-    assert len(volumes) == 1
+        endpoint = urlparse(env["AWS_ENDPOINT_URL_S3"])
+        assert (endpoint.hostname, str(endpoint.port)) == (OBJECT_STORE, s3_port), name
+        assert env["AWS_REGION"], name
+        # the same .env variables as the identities file, so the pair always matches
+        assert env["AWS_ACCESS_KEY_ID"] == store_env["S3_ACCESS_KEY"], name
+        assert env["AWS_SECRET_ACCESS_KEY"] == store_env["S3_SECRET_KEY"], name
+    assert "$${S3_ACCESS_KEY}" in store["command"][-1] and "$${S3_SECRET_KEY}" in store["command"][-1]
+    assert f"127.0.0.1:{s3_port}:{s3_port}" in store["ports"], "the S3 gateway is for this host only"
+
+
+def test_no_data_volume_is_shared_between_airflow_and_spark(compose, services):
+    """Nothing mounts a volume at the old home path, and no named volume is mounted by both an
+    Airflow component and a Spark container: the bucket is the only place they share."""
+    airflow_volumes, spark_volumes = set(), set()
+    for name in AIRFLOW_SERVICES:
+        airflow_volumes |= {source for source, _ in mounts(services[name])}
+    for name in SPARK_SERVICES:
+        spark_volumes |= {source for source, _ in mounts(services[name])}
+    assert not airflow_volumes & spark_volumes, airflow_volumes & spark_volumes
+    for name, service in services.items():
+        assert all(target != "/var/lib/topic-lineage" for _, target in mounts(service)), name
+    assert "topic-lineage-home" not in (compose.get("volumes") or {})
+
+
+def test_the_iceberg_catalog_is_the_sql_catalog_on_postgres(services):
+    """With the home on object storage the embedded SQLite catalog cannot be used: every data
+    service names one pyiceberg SQL catalog in the database that catalog-init creates on the
+    stack's PostgreSQL, with its warehouse under the home and the same S3 endpoint."""
+    from topic_lineage.warehouse import iceberg
+
+    envs = [environment(services[name]) for name in DATA_SERVICES]
+    names = {env[iceberg.CATALOG_ENV] for env in envs}
+    assert len(names) == 1
+    name = names.pop()
+    assert "_" not in name, "pyiceberg turns _ in a catalog name given by variables into -"
+    prefix = f"PYICEBERG_CATALOG__{name.upper()}__"
+    catalogs = {tuple(sorted((k, v) for k, v in env.items() if k.startswith(prefix))) for env in envs}
+    assert len(catalogs) == 1, "every data service must see the same catalog"
+    catalog = dict(catalogs.pop())
+    assert catalog[prefix + "TYPE"] == "sql"
+    uri = urlparse(interpolate(catalog[prefix + "URI"]))
+    assert uri.scheme == "postgresql+psycopg2" and uri.hostname == "postgres"
+    database = uri.path.lstrip("/")
+    assert database and database != "airflow", "the catalog has a database of its own"
+    init = services["catalog-init"]["command"][-1]
+    assert f"datname = '{database}'" in init and f"CREATE DATABASE {database}" in init
+    assert catalog[prefix + "WAREHOUSE"].startswith(TL_HOME + "/")
+    assert catalog[prefix + "S3__ENDPOINT"] == envs[0]["AWS_ENDPOINT_URL_S3"]
+
+
+def _command_lines(service: dict) -> list[str]:
+    lines = []
+    for key in ("command", "entrypoint"):
+        value = service.get(key)
+        if value:
+            lines.append(" ".join(value) if isinstance(value, list) else str(value))
+    test = (service.get("healthcheck") or {}).get("test")
+    if test:
+        lines.append(" ".join(test) if isinstance(test, list) else str(test))
+    return lines
+
+
+def test_no_secret_is_on_a_command_line(services):
+    """Airflow's event log records CLI command lines and `ps` shows them to every user: a
+    command, entrypoint or health check never contains a Compose-interpolated value (which
+    Compose would substitute into the command line) nor the default of a secret key."""
+    text = COMPOSE_FILE.read_text()
+    secret_defaults = {default for name, default in re.findall(r"(?<!\$)\$\{([A-Z0-9_]+):-([^}]+)\}", text)
+                       if "SECRET" in name}
+    assert secret_defaults, "expected development defaults for the secrets"
+    for name, service in services.items():
+        for line in _command_lines(service):
+            assert not re.search(r"(?<!\$)\$\{", line), f"{name}: a ${{...}} on a command line"
+            for secret in secret_defaults:
+                assert secret not in line, f"{name}: a secret on a command line"
+    store = services[OBJECT_STORE]["command"][-1]
+    assert "umask 077" in store and "-s3.config=" in store, "identities file written 0600"
+    assert "PGPASSWORD" in environment(services["catalog-init"])
 
 
 def test_topic_lineage_variables_are_read_by_the_code(services):
