@@ -124,6 +124,23 @@ def broker(broker_session):
     return broker_session
 
 
+@pytest.fixture(scope="session")
+def _catalog_postgres(tmp_path_factory):
+    """One PostgreSQL server per test session (worker) for Iceberg SQL catalogs."""
+    from tests.catalog_postgres import CatalogPostgres
+
+    server = CatalogPostgres(tmp_path_factory.mktemp("catalog-postgres") / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def iceberg_postgres(_catalog_postgres):
+    """``new(hint)``: the URL of a new database on the session's PostgreSQL, for a test's own
+    Iceberg SQL catalog (``PYICEBERG_CATALOG__<NAME>__URI``)."""
+    return _catalog_postgres.database
+
+
 def pytest_sessionfinish(session):
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the lines to the controller

@@ -118,7 +118,7 @@ def decide(hold_ratio: float, hold_min: int) -> NoopDecision:
     recorded = manifest.get(FINGERPRINT_KEY)
     if not recorded:
         return NoopDecision(False, f"published version {current} records no store fingerprint", current)
-    listing = store.snapshot_listing()
+    listing = store.fingerprint_listing()
     if fingerprint(listing, hold_ratio, hold_min) != recorded:
         return NoopDecision(
             False,
@@ -129,6 +129,12 @@ def decide(hold_ratio: float, hold_min: int) -> NoopDecision:
     return NoopDecision(
         True,
         f"nothing new to build: the published version {current} was built from the same "
-        f"{len(listing)} stored snapshot(s), hold thresholds and build code",
+        f"{_what(listing)}, hold thresholds and build code",
         current,
     )
+
+
+def _what(listing: dict) -> str:
+    if len(listing) == 1 and next(iter(listing)).startswith("generation "):
+        return "stored snapshots (generation " + next(iter(listing)).split()[1][:8] + " of the store)"
+    return f"{len(listing)} stored snapshot(s)"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from topic_lineage import objects
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import file_lock, replacing
@@ -101,10 +102,89 @@ def _read_stored(path: Path, columns: list[str] | None = None, *, first_row_only
 
 
 def stored_hash(path: Path) -> str | None:
-    """Content hash of a stored snapshot file, or ``None`` when there is none."""
+    """Content hash of a stored snapshot file, or ``None`` when there is none. With the home on
+    object storage, the hash its claim records (:func:`_claim_to_store`), when the snapshot's
+    file is stored too."""
+    if objects.store() is not None:
+        return _claimed_hash(path)
     if not path.exists():
         return None
     return _read_stored(path, [t.CONTENT_HASH], first_row_only=True)[0][t.CONTENT_HASH]
+
+
+# --- on object storage -------------------------------------------------------------------------
+# A snapshot is stored on object storage in three writes: its claim, a tiny hidden object next
+# to its file holding its content hash, created only if absent (a conditional write); then its
+# group file and its topic file, uploaded whole. Only a writer holding the claim's hash writes
+# the two files, so two processes storing different snapshots under one (cluster, time) never
+# mix their files: the second gets SnapshotConflictError. A writer killed after its claim leaves
+# a claim without a file, which the next store of the same snapshot completes.
+def _relative(path: Path) -> str:
+    return path.relative_to(t.home()).as_posix()
+
+
+def _claim_of(path: Path) -> Path:
+    return path.parent / f".{path.name}.claim"
+
+
+def _claimed_hash(path: Path) -> str | None:
+    claim = objects.fetch(_relative(_claim_of(path)), refresh=True)
+    if claim is None:
+        return None
+    if not objects.exists(_relative(path)):  # claimed by a writer that did not finish
+        return None
+    return claim.read_text().strip()
+
+
+def _claim_to_store(snapshot: Snapshot, path: Path) -> None:
+    """Claim ``path`` on the object store for this snapshot, or raise the conflict."""
+    claim = _claim_of(path)
+    claim.parent.mkdir(parents=True, exist_ok=True)
+    claim.write_text(snapshot.content_hash())
+    if objects.push_new(_relative(claim)):
+        return
+    theirs = objects.fetch(_relative(claim), refresh=True)
+    if theirs is None or theirs.read_text().strip() != snapshot.content_hash():
+        path.unlink(missing_ok=True)
+        raise _conflict(snapshot, path)
+
+
+GENERATION = "snapshots/_generation"
+"""On object storage: a token every change of the store replaces (after the change), so that a
+no-op build is told by one request, however many snapshots are stored (topic_lineage.noop)."""
+
+
+def _new_generation() -> None:
+    import uuid
+
+    token = t.home() / GENERATION
+    token.parent.mkdir(parents=True, exist_ok=True)
+    token.write_text(uuid.uuid4().hex)
+    objects.push(GENERATION)
+
+
+def generation() -> str | None:
+    """The store's generation token (object storage only; None before the first store)."""
+    found = objects.fetch(GENERATION, refresh=True)
+    return found.read_text().strip() if found is not None else None
+
+
+def fingerprint_listing() -> dict[str, tuple[int, int]]:
+    """What a build's no-op fingerprint hashes of the store: its listing on the local disk; on
+    object storage its generation, read before anything else of the store (a change after it
+    replaces it again, so nothing a build missed can go unnoticed)."""
+    if objects.store() is None:
+        return snapshot_listing()
+    return {f"generation {generation()}": (0, 0)}
+
+
+def _push_stored(snapshot: Snapshot, path: Path) -> None:
+    """Upload a snapshot stored in the working copy: its claim, its group file, its file."""
+    _claim_to_store(snapshot, path)
+    groups = group_path(snapshot.cluster_id, snapshot.captured_at)
+    if snapshot.groups_complete is not None:
+        objects.push(_relative(groups))
+    objects.push(_relative(path))
 
 
 def _to_arrow(snapshot: Snapshot, source: str):
@@ -191,6 +271,8 @@ def _write_groups(snapshot: Snapshot) -> None:
 def _store(snapshot: Snapshot, source: str, path: Path) -> None:
     _write_groups(snapshot)
     _write_atomically(snapshot, source, path)
+    if objects.store() is not None:
+        _push_stored(snapshot, path)
 
 
 def _write_atomically(snapshot: Snapshot, source: str, path: Path) -> None:
@@ -231,6 +313,8 @@ def save_all(snapshots: Iterable[Snapshot], source: str) -> IngestResult:
                 raise _conflict(snap, path)
         for snap, path in todo:
             _store(snap, source, path)
+        if todo and objects.store() is not None:
+            _new_generation()
     return IngestResult(stored=len(todo), unchanged=len(batch) - len(todo))
 
 
@@ -262,6 +346,8 @@ def import_jsonl(path: Path | str, source: str = "import:jsonl") -> IngestResult
                 _store(snap, source, snapshot_path(*key))
                 todo.discard(key)
                 stored += 1
+        if stored and objects.store() is not None:
+            _new_generation()
     return IngestResult(stored=stored, unchanged=len(keys) - stored)
 
 
@@ -271,11 +357,32 @@ def _check_source(source: str) -> None:
 
 
 def snapshot_files() -> list[Path]:
-    """Every stored snapshot file, in (cluster, time) order."""
+    """Every stored snapshot file, in (cluster, time) order. With the home on object storage,
+    their copies in the working copy (fetched, with their group files, when missing)."""
+    if objects.store() is not None:
+        relatives = sorted(snapshot_listing())
+        objects.fetch_all([f"group_snapshots/{r}" for r in group_listing(relatives)])
+        found = objects.fetch_all(f"snapshots/{r}" for r in relatives)
+        return sorted(found)
     root = t.snapshots_dir()
     if not root.exists():
         return []
     return sorted(p for p in root.glob("cluster=*/date=*/*.parquet") if not p.name.startswith("."))
+
+
+def _is_store_file(relative: str) -> bool:
+    parts = relative.split("/")
+    return (len(parts) == 3 and parts[0].startswith("cluster=") and parts[1].startswith("date=")
+            and parts[2].endswith(".parquet"))
+
+
+def group_listing(relatives=None) -> dict[str, int]:
+    """Relative path -> size of every stored consumer-group file (of the snapshots
+    ``relatives``, when given) on the object store; {} with a local home."""
+    if objects.store() is None:
+        return {}
+    found = {r: size for r, (size, _) in objects.listing("group_snapshots").items() if _is_store_file(r)}
+    return found if relatives is None else {r: found[r] for r in relatives if r in found}
 
 
 def snapshot_listing() -> dict[str, tuple[int, int]]:
@@ -286,6 +393,9 @@ def snapshot_listing() -> dict[str, tuple[int, int]]:
     leaves), so a changed file shows a changed size or modification time: this listing is what
     the no-op decision (:mod:`topic_lineage.noop`) compares.
     """
+    if objects.store() is not None:  # one LIST request per 1,000 objects
+        return {relative: stat for relative, stat in objects.listing("snapshots").items()
+                if _is_store_file(relative)}
     root = t.snapshots_dir()
     listing = {}
     for path in snapshot_files():
@@ -374,6 +484,8 @@ def quarantine(path: Path | str) -> Path:
     """Move a stored snapshot file out of the store, keeping it for inspection."""
     path = Path(path).resolve()
     root = t.snapshots_dir().resolve()
+    if objects.store() is not None and root in path.parents and not path.exists():
+        objects.fetch(_relative(path))  # named by a build's error: the store's file
     if root not in path.parents or not path.is_file():
         raise StoreError(f"{path} is not a file in the snapshot store ({root})")
     target = t.quarantine_dir() / path.relative_to(root)
@@ -384,6 +496,10 @@ def quarantine(path: Path | str) -> Path:
         group_target = t.quarantine_dir() / "group_snapshots" / path.relative_to(root)
         group_target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(groups), group_target)
+    if objects.store() is not None:  # the store's copy moves too, the quarantined one first
+        objects.push(_relative(target))
+        objects.remove([_relative(path), _relative(groups), _relative(_claim_of(path))])
+        _new_generation()
     return target
 
 

@@ -25,7 +25,8 @@ from urllib.parse import quote, unquote
 DATABASE = "topic_lineage"
 """Spark SQL database under which the published tables are registered."""
 
-HOME_ENV = "TOPIC_LINEAGE_HOME"
+from topic_lineage.location import HOME_ENV
+
 DEFAULT_HOME = Path("~/.topic-lineage")
 
 SNAPSHOT_RUNS = "snapshot_runs"
@@ -188,8 +189,13 @@ def arrow_array(values: list, kind):
 
 # --- paths -----------------------------------------------------------------------------------
 def home() -> Path:
-    """``$TOPIC_LINEAGE_HOME``, or ``~/.topic-lineage``; created on first use."""
-    path = Path(os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser().resolve()
+    """``$TOPIC_LINEAGE_HOME``, or ``~/.topic-lineage``; created on first use. When the home is
+    on object storage (a URL: :mod:`topic_lineage.location`), this process's working copy of
+    it (:mod:`topic_lineage.objects` moves files between the two)."""
+    from topic_lineage import location
+
+    found = location.parse(os.environ.get(HOME_ENV) or str(DEFAULT_HOME))
+    path = location.work_dir(found) if isinstance(found, location.ObjectStore) else found
     path.mkdir(parents=True, exist_ok=True)
     return path
 

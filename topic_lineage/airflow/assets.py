@@ -10,14 +10,20 @@ from topic_lineage import tables as t
 
 
 def snapshots_asset_uri() -> str:
-    """The snapshot store, as a file URI (OpenLineage namespace ``file``)."""
-    return t.snapshots_dir().as_uri()
+    """The snapshot store, as a file URI (OpenLineage namespace ``file``), or with the home on
+    object storage its URL there (``s3://bucket/prefix/snapshots``): the same asset whichever
+    worker names it."""
+    from topic_lineage import objects
+
+    return objects.url(t.snapshots_dir())
 
 
 def table_asset_uri(table: str) -> str:
-    """A published table, as a file URI under the warehouse (an asset name: the table itself is
-    an Iceberg table, docs/warehouse.md)."""
-    return (t.warehouse_dir() / table).as_uri()
+    """A published table, as a URI under the warehouse (an asset name: the table itself is an
+    Iceberg table, docs/warehouse.md); on object storage, its URL there."""
+    from topic_lineage import objects
+
+    return objects.url(t.warehouse_dir() / table)
 
 
 def kafka_asset_uri(config: Mapping[str, Any], alias: str) -> str:

@@ -9,6 +9,12 @@ again (same events, same run IDs). Nothing here touches the published tables.
 DAG's plan reads it: a no-op run still runs ``lineage`` when it is behind).
 ``warehouse/openlineage/emitted.lock`` keeps two emissions (the DAG's task, the CLI) from
 sending the same change twice.
+
+With the home on object storage (:mod:`topic_lineage.objects`) the batches are objects, each
+created only if its number is free (a conditional write: of two emissions taking one number,
+the second takes the next), read by every emission whatever worker it runs on. The lock is
+then only this machine's: two emissions on different workers at the same moment may both send
+a change, with the same event and run ID, which lineage tools take as one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from topic_lineage import objects
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import file_lock, write_durably
@@ -45,8 +52,20 @@ def exclusive() -> Iterator[bool]:
         yield acquired
 
 
+def _relative(path: Path) -> str:
+    return path.relative_to(t.home()).as_posix()
+
+
+def _fetch_batches() -> None:
+    """With the home on object storage: every batch into the working copy (each once)."""
+    if objects.store() is not None:
+        prefix = _relative(_batches_dir())
+        objects.fetch_all(f"{prefix}/{name}" for name in objects.listing(prefix))
+
+
 def emitted_keys() -> set[str]:
     keys: set[str] = set()
+    _fetch_batches()
     directory = _batches_dir()
     if not directory.is_dir():
         return keys
@@ -67,15 +86,24 @@ def record(keys: Iterable[str], version: str, transport: str) -> None:
         return
     directory = _batches_dir()
     directory.mkdir(parents=True, exist_ok=True)
+    _fetch_batches()
     numbers = [int(m.group(1)) for p in directory.glob("*.json")
                if (m := re.fullmatch(r"(\d+)\.json", p.name))]
-    path = directory / f"{max(numbers, default=0) + 1:08d}.json"
-    write_durably(path, json.dumps({"version": version, "transport": transport,
-                                    "at": now_text(), "keys": keys}))
+    number = max(numbers, default=0) + 1
+    body = json.dumps({"version": version, "transport": transport, "at": now_text(), "keys": keys})
+    while True:
+        path = directory / f"{number:08d}.json"
+        write_durably(path, body)
+        if objects.push_new(_relative(path)):
+            return
+        objects.fetch(_relative(path), refresh=True)  # another emission's batch took the number
+        number += 1
 
 
 def completed() -> str | None:
     """The last version whose every change was emitted (None: none, or unreadable)."""
+    if objects.store() is not None:
+        objects.fetch(_relative(ledger_dir() / "completed.json"), refresh=True)
     try:
         return json.loads((ledger_dir() / "completed.json").read_text())["version"]
     except (OSError, ValueError, KeyError):
@@ -87,3 +115,4 @@ def complete(version: str) -> None:
         ledger_dir().mkdir(parents=True, exist_ok=True)
         write_durably(ledger_dir() / "completed.json",
                       json.dumps({"version": version, "at": now_text()}))
+        objects.push(_relative(ledger_dir() / "completed.json"))

@@ -67,11 +67,16 @@ class VersionInfo:
 # --- the store as files ------------------------------------------------------------------------
 def _stored_files() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
     """Relative path -> size of every stored snapshot file, and the listing it came from (for
-    the no-op fingerprint, topic_lineage.noop)."""
-    from topic_lineage import store
+    the no-op fingerprint, topic_lineage.noop). With the home on object storage, the files
+    (and their consumer-group files) are in the working copy when this returns."""
+    from topic_lineage import objects, store
 
-    listing = store.snapshot_listing()
-    return {path: size for path, (size, _) in listing.items()}, listing
+    seen = store.fingerprint_listing()  # first: on object storage, the store's generation
+    listing = store.snapshot_listing() if objects.store() is not None else seen
+    if objects.store() is not None:  # the walk tasks read snapshots from the store; Spark's
+        # reader of the group files (_write_group_tables) reads the working copy's
+        objects.fetch_all(f"group_snapshots/{r}" for r in store.group_listing(listing))
+    return {path: size for path, (size, _) in listing.items()}, seen
 
 
 def _file_key(relative: str) -> tuple[str, str]:
@@ -214,6 +219,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
         job_started = time.monotonic()
         summaries = walk_job.run(spark, tasks)
         job_seconds = round(time.monotonic() - job_started, 3)
+        wh.fetch_version(version)  # on object storage: the parts the tasks wrote there
         for table in (t.TOPIC_SNAPSHOTS, t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS):
             if not any((out / table).glob("*.parquet")):  # no cluster at all: empty tables
                 _write_empty(out / table, t.TABLE_DDL[table])
@@ -232,6 +238,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
     # write-audit-publish: every table's files become one snapshot on the version's audit
     # branch; main does not move until the version is published
     staging = time.monotonic()
+    wh.push_version(version)  # with the home on object storage: the files the snapshots name
     staged = iceberg.stage(version, {table: out / table for table in t.TABLES})
     stage_seconds = round(time.monotonic() - staging, 3)
     mode = "full" if manifest is None else "incremental"
@@ -306,11 +313,12 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
         continues = (same_code and has_base_parts and cluster_id in newest
                      and all(_file_key(r)[1] > newest[cluster_id] for r in relatives if r in new))
         tasks.append(walk_job.ClusterTask(
-            cluster_id=cluster_id, files=tuple(str(root / r) for r in relatives),
+            cluster_id=cluster_id, files=tuple(_task_name(root / r) for r in relatives),
             observe=tuple(r in new for r in relatives),
-            base_state=str(base_state) if continues else None,
+            base_state=_task_name(base_state) if continues else None,
             continue_after=sum(1 for r in relatives if r not in new) if continues else 0,
-            version=version, out=str(out), state_out=str(walk_job.state_file(states, cluster_id)),
+            version=version, out=_task_name(out),
+            state_out=_task_name(walk_job.state_file(states, cluster_id)),
             policy=policy,
             input_bytes=sum(files[r] for r in relatives if not continues or r in new),
             observation_rows=walk_job.OBSERVATION_ROWS,
@@ -318,10 +326,23 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
     return tasks, walked_again
 
 
+def _task_name(path: Path) -> str:
+    """How a walk task names a file of the home: its path, or with the home on object storage
+    its object's URL. Tasks read the store and write their parts through the object store, so
+    executors need no disk in common with the driver or each other."""
+    from topic_lineage import objects
+
+    return str(path) if objects.store() is None else objects.url(path)
+
+
 # --- consumer lineage (contract R8-R10) -----------------------------------------------------
 def _stored_group_files(files: dict[str, int]) -> dict[str, int]:
     """Relative path -> size of the stored consumer-group file of each stored snapshot that has
     one (a group file without its snapshot file is debris of a crashed store: never read)."""
+    from topic_lineage import objects, store
+
+    if objects.store() is not None:
+        return store.group_listing(files)
     root = t.group_snapshots_dir()
     found = {}
     for relative in files:

@@ -96,8 +96,18 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
                            f"planned {sorted(task.cluster_id for task in plan)}")
     for summary in summaries:
         if summary["error_path"] is not None:
-            raise CorruptSnapshotFileError(Path(summary["error_path"]), summary["error"])
+            raise CorruptSnapshotFileError(_working_copy_path(summary["error_path"]), summary["error"])
     return summaries
+
+
+def _working_copy_path(name: str) -> Path:
+    """The path a user acts on (``topic-lineage quarantine PATH``) of a file a task named: with
+    the home on object storage, its place in the working copy."""
+    from topic_lineage import location, objects
+
+    if not location.is_url(name):
+        return Path(name)
+    return t.home() / objects.store().relative(name)
 
 
 def _run_tasks(plan: list[ClusterTask], batches):
@@ -121,10 +131,10 @@ def walk_cluster(task: ClusterTask) -> dict:
     from topic_lineage.store import CorruptSnapshotFileError
 
     started = time.monotonic()
-    out = Path(task.out)
+    out = _Place(task.out)
     walk_ = None
     if task.base_state is not None:
-        walk_ = walk.ClusterWalk.loads(Path(task.base_state).read_bytes(), task.cluster_id, task.policy)
+        walk_ = walk.ClusterWalk.loads(_read_bytes(task.base_state), task.cluster_id, task.policy)
     first = task.continue_after if walk_ is not None else 0
     if walk_ is None:
         walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
@@ -143,7 +153,7 @@ def walk_cluster(task: ClusterTask) -> dict:
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
     else:
-        _write_atomically(Path(task.state_out), walk_.dumps())
+        _write_atomically(task.state_out, walk_.dumps())
         runs, incarnations = walk_.tables()
         _write_part(runs, out / t.SNAPSHOT_RUNS, part_name(task.cluster_id, task.version))
         _write_part(_with_topic_uuid(incarnations), out / t.TOPIC_INCARNATIONS,
@@ -183,20 +193,77 @@ def _with_topic_uuid(incarnations):
     return incarnations.append_column(t.TOPIC_UUID, uuids).select(schema.names).cast(schema)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+class _Place:
+    """A directory a task writes in: a local path, or a prefix on object storage named by URL
+    (the home on object storage: :mod:`topic_lineage.location`)."""
+
+    def __init__(self, name: str):
+        self.name = str(name).rstrip("/")
+
+    def __truediv__(self, child: str) -> _Place:
+        return _Place(f"{self.name}/{child}")
+
+    @property
+    def remote(self) -> bool:
+        from topic_lineage import location
+
+        return location.is_url(self.name)
+
+    def mkdir(self, **_) -> None:
+        if not self.remote:
+            Path(self.name).mkdir(parents=True, exist_ok=True)
+
+
+def _object(name: str):
+    """(pyarrow file system, path in it) of an object named by URL."""
+    from topic_lineage import location
+
+    where = location.parse(name)
+    return where.filesystem(), where.key()
+
+
+def _read_bytes(name: str) -> bytes:
+    from topic_lineage import location
+
+    if not location.is_url(name):
+        return Path(name).read_bytes()
+    fs, path = _object(name)
+    with fs.open_input_stream(path) as source:
+        return source.read()
+
+
+def _write_atomically(name: str, data: bytes) -> None:
+    """Replace a file whole: a hidden name renamed into place on a disk; on object storage one
+    object, which appears whole when its upload completes."""
+    from topic_lineage import location
+
+    if location.is_url(name):
+        fs, path = _object(name)
+        with fs.open_output_stream(path) as sink:
+            sink.write(data)
+        return
+    path = Path(name)
     hidden = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     hidden.write_bytes(data)
     os.replace(hidden, path)
 
 
-def _write_part(table, directory: Path, name: str) -> None:
-    """One Parquet file of a table, under a hidden name first (Spark and DuckDB skip those)."""
+def _write_part(table, directory: _Place | Path, name: str) -> None:
+    """One Parquet file of a table: under a hidden name first on a disk (Spark and DuckDB skip
+    those); on object storage one object, whole when its upload completes. Either way a
+    retried task's file replaces its earlier attempt's with the same rows."""
     import pyarrow.parquet as pq
 
-    directory.mkdir(parents=True, exist_ok=True)
-    hidden = directory / f".{name}.{os.getpid()}.tmp"
+    directory = _Place(getattr(directory, "name", directory))
+    if directory.remote:
+        fs, path = _object(f"{directory.name}/{name}")
+        pq.write_table(table, path, filesystem=fs, compression="zstd")
+        return
+    folder = Path(directory.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    hidden = folder / f".{name}.{os.getpid()}.tmp"
     pq.write_table(table, hidden, compression="zstd")
-    os.replace(hidden, directory / name)
+    os.replace(hidden, folder / name)
 
 
 def _task_cpus() -> int:
@@ -220,12 +287,12 @@ def _read_ahead(paths, observe, cores: int):
     pa.set_cpu_count(cores)  # pyarrow's own pool (decoding, compute kernels) too
     if cores == 1:
         for path, is_new in zip(paths, observe, strict=True):
-            yield path, _read_snapshot_file(Path(path), threads=False), is_new
+            yield path, _read_snapshot_file(path, threads=False), is_new
         return
     with ThreadPoolExecutor(2, thread_name_prefix="walk-read") as pool:
         pending = deque()
         for path, is_new in zip(paths, observe, strict=True):
-            pending.append((path, pool.submit(_read_snapshot_file, Path(path), True), is_new))
+            pending.append((path, pool.submit(_read_snapshot_file, path, True), is_new))
             if len(pending) > _READ_AHEAD:
                 path_, rows, new = pending.popleft()
                 yield path_, rows.result(), new
@@ -234,18 +301,21 @@ def _read_ahead(paths, observe, cores: int):
             yield path_, rows.result(), new
 
 
-def _read_snapshot_file(path: Path, threads: bool):
-    """A stored snapshot file's rows (the store's schema); a damaged file is a clear error."""
+def _read_snapshot_file(path: str, threads: bool):
+    """A stored snapshot file's rows (the store's schema), from the disk or, named by URL, from
+    object storage (read whole: a snapshot file is small); a damaged file is a clear error."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from topic_lineage import location
     from topic_lineage.store import CorruptSnapshotFileError
 
     schema = t.arrow_store_schema()
     try:
+        source = pa.BufferReader(_read_bytes(path)) if location.is_url(str(path)) else path
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
         # pandas (seconds of a task's time in a fresh Python worker)
-        return pq.ParquetFile(path).read(columns=schema.names, use_threads=threads).cast(schema)
+        return pq.ParquetFile(source).read(columns=schema.names, use_threads=threads).cast(schema)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
 
@@ -258,7 +328,6 @@ def _walk_file(walk_: walk.ClusterWalk, path, rows) -> int:
 
     from topic_lineage.store import CorruptSnapshotFileError
 
-    path = Path(path)
     if rows.num_rows == 0:
         raise CorruptSnapshotFileError(path, "no rows")
     instants = rows.column(t.CAPTURED_AT)

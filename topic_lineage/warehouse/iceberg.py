@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from topic_lineage import objects
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError, WarehouseError
 from topic_lineage.faults import fault_point
@@ -100,19 +101,52 @@ def catalog_properties() -> tuple[str, dict[str, str], bool]:
     """(name, properties, embedded) of the catalog in use, read afresh from pyiceberg's
     configuration (its files and ``PYICEBERG_*`` variables)."""
     if not os.environ.get(CATALOG_ENV) and not _pyiceberg_configured():
+        _embedded_allowed()
         return "default", _embedded_properties(), True
     from pyiceberg.utils.config import Config
 
     name = catalog_name()
     configured = Config().get_catalog_config(name)
     if configured:
-        return name, {str(k): str(v) for k, v in configured.items()}, False
+        return name, _with_store_settings({str(k): str(v) for k, v in configured.items()}), False
     if os.environ.get(CATALOG_ENV):
         raise CatalogError(
             f"{CATALOG_ENV}={name!r} names an Iceberg catalog that is not configured: set "
             f"PYICEBERG_CATALOG__{name.upper().replace('-', '_')}__URI (and its other properties) "
             "or add it to .pyiceberg.yaml, or unset the variable to use the embedded catalog")
+    _embedded_allowed()
     return name, _embedded_properties(), True
+
+
+def _embedded_allowed() -> None:
+    """The embedded catalog is a file of the home: with the home on object storage it would be
+    each process's own, so publishing there would publish nothing the others see."""
+    where = objects.store()
+    if where is not None:
+        raise CatalogError(
+            f"$TOPIC_LINEAGE_HOME is {where.url}: its tables need an Iceberg catalog every "
+            "process shares; configure one the pyiceberg way (e.g. PYICEBERG_CATALOG__PROD__TYPE=sql "
+            "and PYICEBERG_CATALOG__PROD__URI=postgresql+psycopg2://..., or a REST catalog) and "
+            f"name it with {CATALOG_ENV}")
+
+
+def _with_store_settings(props: dict[str, str]) -> dict[str, str]:
+    """A configured catalog's properties, completed from the home: its warehouse under the
+    home (``<home>/warehouse/iceberg``) when it names none, and the S3 endpoint and region the
+    environment gives (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION``), which
+    pyiceberg's own S3 file IO does not read. What the configuration sets wins."""
+    where = objects.store()
+    completed = dict(props)
+    if where is not None:
+        completed.setdefault("warehouse", where.url_of("warehouse/iceberg"))
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        completed.setdefault("s3.endpoint", endpoint)
+        completed.setdefault("s3.force-virtual-addressing", "false")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        completed.setdefault("s3.region", region)
+    return completed
 
 
 def catalog():
@@ -264,7 +298,7 @@ def stage(version: str, table_dirs: dict[str, Path]) -> dict[str, dict]:
     snapshots, paths = {}, {}
     for table in t.TABLES:
         tbl = load_table(table, create=True)
-        files = [p.as_uri() for p in sorted(table_dirs[table].glob("*.parquet"))
+        files = [objects.url(p) for p in sorted(table_dirs[table].glob("*.parquet"))
                  if not p.name.startswith((".", "_"))]
         with _calling(f"staging version {version} of {NAMESPACE}.{table} on branch {branch}"):
             if branch in tbl.metadata.refs:  # staged before (a version published by hand again)
@@ -486,7 +520,7 @@ def drop_version(version: str) -> None:
             if mine:
                 leftovers = _metadata_files(tbl, mine)
                 tbl.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in mine]).commit()
-                _remove_files(leftovers)
+                _remove_files(tbl, leftovers)
 
 
 def _metadata_files(tbl, snapshots: Iterable) -> list[str]:
@@ -499,9 +533,9 @@ def _metadata_files(tbl, snapshots: Iterable) -> list[str]:
     return paths
 
 
-def _remove_files(paths: Iterable[str]) -> None:
+def _remove_files(tbl, paths: Iterable[str]) -> None:
+    """Delete files through the table's own file IO (local disk or object store); a file
+    already gone is no error."""
     for path in paths:
-        try:
-            os.unlink(_local(path))
-        except OSError:
-            pass
+        with contextlib.suppress(Exception):
+            tbl.io.delete(path)

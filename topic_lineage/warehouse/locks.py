@@ -8,9 +8,15 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from topic_lineage import objects
 from topic_lineage import tables as t
 from topic_lineage.fsutil import file_lock
-from topic_lineage.warehouse.versions import WarehouseError, current_version, version_dir
+from topic_lineage.warehouse.versions import (
+    WarehouseError,
+    current_version,
+    fetch_version,
+    version_dir,
+)
 
 
 class BuildLockedError(WarehouseError):
@@ -64,6 +70,8 @@ def reading(version: str | None = None) -> Iterator[str | None]:
             yield None
             return
         version_dir(name)  # validates the name
+        if objects.store() is not None:  # read from the working copy
+            fetch_version(name)
         with file_lock(_reader_lock(name), shared=True):
             # Missing yet still named: not retention (it never removes the current version
             # or a named one being read); the caller reports it.
@@ -83,6 +91,8 @@ def remove_unless_read(name: str) -> bool:
         from topic_lineage.warehouse import iceberg
 
         iceberg.drop_version(name)  # its branch and snapshots first: no table names its files
+        if objects.store() is not None:
+            objects.remove_tree(version_dir(name).relative_to(t.home()).as_posix())
         shutil.rmtree(version_dir(name), ignore_errors=True)
         path.unlink(missing_ok=True)
     return True

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from topic_lineage import objects
 from topic_lineage import tables as t
 from topic_lineage.errors import WarehouseError
 from topic_lineage.fsutil import write_durably
@@ -51,8 +52,14 @@ def new_version_id() -> str:
     return f"v{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:6]}"
 
 
+def _relative(path: Path) -> str:
+    return path.relative_to(t.home()).as_posix()
+
+
 def read_manifest(version: str) -> dict:
     path = version_dir(version) / MANIFEST
+    if objects.store() is not None:  # a manifest changes (its status): read the store's
+        objects.fetch(_relative(path), refresh=True)
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -65,8 +72,37 @@ def read_manifest(version: str) -> dict:
 
 
 def write_manifest(version: str, manifest: dict) -> None:
-    write_durably(version_dir(version) / MANIFEST,
-                  json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    """Replace a version's manifest (on the object store too: one writer at a time, the task
+    that owns the version's next step; publishing is the catalog's compare-and-swap)."""
+    path = version_dir(version) / MANIFEST
+    write_durably(path, json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    objects.push(_relative(path))
+
+
+def fetch_version(version: str) -> Path:
+    """The version's directory in the working copy, with every file of it (fetched from the
+    object store when missing: a version's files never change); its directory with a local home."""
+    folder = version_dir(version)
+    if objects.store() is not None:
+        prefix = _relative(folder)
+        objects.fetch_all(f"{prefix}/{r}" for r in objects.listing(prefix) if r != MANIFEST)
+        if objects.exists(f"{prefix}/{MANIFEST}"):
+            read_manifest(version)
+    return folder
+
+
+def push_version(version: str) -> None:
+    """Upload every file of a version written in the working copy (its manifest last, as the
+    sign that the rest is there)."""
+    folder = version_dir(version)
+    if objects.store() is None:
+        return
+    there = set(objects.listing(_relative(folder)))  # written there already (by walk tasks)
+    files = [_relative(p) for p in folder.rglob("*") if p.is_file()
+             and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+             and p.name != MANIFEST and p.relative_to(folder).as_posix() not in there]
+    objects.push_all(files)
+    objects.push(_relative(folder / MANIFEST))
 
 
 def set_status(version: str, status: str, **extra: Any) -> dict:
@@ -83,6 +119,10 @@ def set_status(version: str, status: str, **extra: Any) -> dict:
 def list_versions() -> list[dict]:
     """Manifests of all versions, oldest first (a directory without manifest is skipped)."""
     root = t.versions_dir()
+    if objects.store() is not None:  # the store's versions, each manifest fetched afresh
+        names = {r.split("/")[0] for r in objects.listing(_relative(root)) if r.endswith("/" + MANIFEST)}
+        for name in names - {p.name for p in root.glob("*")}:
+            (root / name).mkdir(parents=True, exist_ok=True)
     if not root.exists():
         return []
     manifests = []

@@ -1,0 +1,204 @@
+"""Where topic-lineage keeps its data: a local directory, or a prefix on object storage.
+
+``TOPIC_LINEAGE_HOME`` is a local path (the default, ``~/.topic-lineage``) or a URL:
+
+    s3://bucket/prefix                                   Amazon S3 and S3-compatible servers
+    gs://bucket/prefix                                   Google Cloud Storage
+    abfs://container@account.dfs.core.windows.net/prefix Azure Blob Storage / ADLS Gen2
+
+Every store goes through pyarrow's file systems (one seam: :class:`ObjectStore`), configured the
+standard way for each: S3 from ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (an
+S3-compatible server), profiles and instance roles; GCS from Application Default Credentials;
+Azure from ``AZURE_STORAGE_ACCOUNT_KEY`` or its default credential chain. Never from a command
+line: Airflow 3 stores command lines in its event log.
+
+With a URL, the store is the truth and each process works in a local working copy of what it
+reads and writes (:func:`work_dir`): immutable files under unique names, fetched once and
+pushed whole (:mod:`topic_lineage.objects`). S3 is tested against a real S3 server; GCS and
+Azure take the same code path through their pyarrow file systems.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from topic_lineage.errors import TopicLineageError
+
+HOME_ENV = "TOPIC_LINEAGE_HOME"
+WORK_DIR_ENV = "TOPIC_LINEAGE_WORK_DIR"
+"""Where a process keeps its working copy of an object-store home (default: under
+``$XDG_CACHE_HOME`` or ``~/.cache``, one directory per home URL)."""
+
+SCHEMES = {"s3": "S3", "s3a": "S3", "gs": "GCS", "gcs": "GCS", "abfs": "Azure", "abfss": "Azure"}
+"""URL schemes of the stores topic-lineage keeps data on (both spellings each engine uses)."""
+
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):(?P<rest>.*)$")
+_AZURE_HOST = re.compile(r"^(?P<container>[^@/]+)@(?P<account>[^./]+)\.(?:dfs|blob)\.core\.windows\.net$")
+
+# An S3 request that fails is retried (throttling, 5xx, timeouts) this many times in all, with
+# the SDK's exponential backoff; a request that hangs gives up after REQUEST_TIMEOUT_S.
+S3_ATTEMPTS = 8
+CONNECT_TIMEOUT_S = 5.0
+REQUEST_TIMEOUT_S = 60.0
+
+
+class LocationError(TopicLineageError):
+    """A location topic-lineage cannot use (unknown scheme, no bucket, refused credentials)."""
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """A prefix on object storage: ``url`` (normalised, no trailing slash), the scheme's store,
+    the bucket (or container) and the prefix inside it."""
+
+    url: str
+    scheme: str
+    bucket: str
+    prefix: str
+    account: str = ""  # Azure: the storage account
+
+    @property
+    def kind(self) -> str:
+        return SCHEMES[self.scheme]
+
+    def url_of(self, relative: str) -> str:
+        """The URL of ``relative`` (a path under the home, ``/``-separated)."""
+        return f"{self.url}/{relative}" if relative else self.url
+
+    def key(self, relative: str = "") -> str:
+        """``relative``'s path in :meth:`filesystem` (``bucket/prefix/relative``)."""
+        parts = [self.bucket, self.prefix, relative.strip("/")]
+        return "/".join(part for part in parts if part)
+
+    def relative(self, url_or_key: str) -> str:
+        """The path under the home of a URL or key of this store (the inverse of :meth:`key`)."""
+        text = url_or_key
+        for head in (self.url + "/", self.key() + "/"):
+            if text.startswith(head):
+                return text[len(head):]
+        raise LocationError(f"{url_or_key} is not under {self.url}")
+
+    def filesystem(self):
+        """The pyarrow file system of this store (one per process and store)."""
+        return _filesystem(self.scheme, self.account)
+
+
+def is_url(text: str) -> bool:
+    """Whether ``text`` names a location by a URL scheme (``file:`` included), not a path."""
+    match = _URL.match(text)
+    return bool(match) and len(match["scheme"]) > 1  # "C:..." is a drive, not a scheme
+
+
+def parse(text: str, *, setting: str = HOME_ENV) -> ObjectStore | Path:
+    """The location ``text`` names: an :class:`ObjectStore`, or a local directory (a path or a
+    ``file://`` URL). Anything else is one :class:`LocationError` naming ``setting``."""
+    text = text.strip()
+    if not is_url(text):
+        return Path(text).expanduser().resolve()
+    match = _URL.match(text)
+    scheme, rest = match["scheme"].lower(), match["rest"]
+    if scheme == "file":
+        return Path(rest.removeprefix("//") or "/").expanduser().resolve()
+    usable = ", ".join(f"{s}://" for s in ("s3", "gs", "abfs"))
+    if scheme not in SCHEMES:
+        raise LocationError(
+            f"${setting}={text}: topic-lineage keeps its data on a local path or at {usable} "
+            f"URLs (S3, Google Cloud Storage, Azure); {scheme}:// is none of them")
+    if not rest.startswith("//"):
+        raise LocationError(f"${setting}={text}: write the URL as {scheme}://bucket/prefix")
+    host, _, prefix = rest[2:].partition("/")
+    prefix = "/".join(part for part in prefix.split("/") if part)
+    if not host:
+        raise LocationError(f"${setting}={text}: the URL names no bucket ({scheme}://bucket/prefix)")
+    if any(part in (".", "..") for part in prefix.split("/")):
+        raise LocationError(f"${setting}={text}: a prefix may not contain '.' or '..'")
+    if SCHEMES[scheme] == "Azure":
+        azure = _AZURE_HOST.match(host)
+        if not azure:
+            raise LocationError(
+                f"${setting}={text}: write an Azure location as "
+                f"{scheme}://container@account.dfs.core.windows.net/prefix")
+        bucket, account = azure["container"], azure["account"]
+        url = f"{scheme}://{host}" + (f"/{prefix}" if prefix else "")
+        return ObjectStore(url, scheme, bucket, prefix, account)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.\-_]{1,62}", host):
+        raise LocationError(f"${setting}={text}: {host!r} is not a bucket name (lower-case letters, "
+                            "digits, '.', '-')")
+    return ObjectStore(f"{scheme}://{host}" + (f"/{prefix}" if prefix else ""), scheme, host, prefix)
+
+
+def home_store() -> ObjectStore | None:
+    """The object store ``$TOPIC_LINEAGE_HOME`` names, or None for a local home."""
+    text = os.environ.get(HOME_ENV)
+    if not text:
+        return None
+    found = parse(text)
+    return found if isinstance(found, ObjectStore) else None
+
+
+def work_dir(store: ObjectStore) -> Path:
+    """This process's working copy of ``store``: ``$TOPIC_LINEAGE_WORK_DIR``, or a directory
+    named after the URL under the user's cache directory. Only a cache: anything in it can be
+    fetched again, and nothing another process needs is kept only there."""
+    configured = os.environ.get(WORK_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    readable = re.sub(r"[^A-Za-z0-9.-]+", "-", store.url.split("://", 1)[1])[:60]
+    digest = hashlib.sha256(store.url.encode()).hexdigest()[:12]
+    return (cache / "topic-lineage" / f"{readable}-{digest}").resolve()
+
+
+def _endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+@cache
+def _filesystem(scheme: str, account: str):
+    import pyarrow.fs as pafs
+
+    kind = SCHEMES[scheme]
+    if kind == "S3":
+        options: dict = {
+            "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS),
+            "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": REQUEST_TIMEOUT_S,
+        }
+        endpoint = _endpoint()
+        if endpoint:
+            scheme_of, _, address = endpoint.rpartition("://")
+            options.update(endpoint_override=address.rstrip("/"), scheme=scheme_of or "https")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if region:
+            options["region"] = region
+        # Credentials: the AWS SDK's default chain (environment, profile, instance role), so
+        # no secret passes through topic-lineage's own arguments.
+        return pafs.S3FileSystem(**options)
+    if kind == "GCS":
+        return pafs.GcsFileSystem()
+    key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
+    return pafs.AzureFileSystem(account_name=account, **({"account_key": key} if key else {}))
+
+
+def describe_failure(store: ObjectStore, exc: BaseException) -> str:
+    """One line for an error of the store, saying what to check."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    lowered = text.lower()
+    if any(word in lowered for word in ("access denied", "accessdenied", "invalidaccesskeyid",
+                                         "signaturedoesnotmatch", "forbidden", "403",
+                                         "unauthorized", "401", "credentials")):
+        hint = {"S3": "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the instance role)",
+                "GCS": "check GOOGLE_APPLICATION_CREDENTIALS",
+                "Azure": "check AZURE_STORAGE_ACCOUNT_KEY"}[store.kind]
+        return f"{store.url} refused the credentials ({hint}): {text[:300]}"
+    if "nosuchbucket" in lowered or "bucket does not exist" in lowered or "not found" in lowered:
+        return f"{store.url}: bucket {store.bucket!r} does not exist or is not visible: {text[:300]}"
+    if any(word in lowered for word in ("connect", "timed out", "timeout", "resolve")):
+        where = _endpoint() if store.kind == "S3" and _endpoint() else store.kind
+        return f"{store.url}: cannot reach {where}: {text[:300]}"
+    return f"{store.url}: {text[:300]}"
