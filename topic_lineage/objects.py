@@ -82,7 +82,7 @@ def check() -> None:
 
 
 def listing(relative_dir: str) -> dict[str, tuple[int, int]]:
-    """Every object under ``relative_dir`` as ``relative path -> (size, modified ns)``;
+    """Every object under ``relative_dir`` as ``path under it -> (size, modified ns)``;
     hidden names (``.``/``_`` first) are left out. One LIST request per 1,000 objects."""
     where = store()
     if where is None:
@@ -92,12 +92,11 @@ def listing(relative_dir: str) -> dict[str, tuple[int, int]]:
     with _translated(where, f"listing {where.url_of(relative_dir)}"):
         infos = where.filesystem().get_file_info(
             pafs.FileSelector(where.key(relative_dir), recursive=True, allow_not_found=True))
-    found = {}
+    found, head = {}, relative_dir.strip("/") + "/"
     for info in infos:
         if info.type != pafs.FileType.File or info.base_name.startswith((".", "_")):
             continue
-        mtime = info.mtime_ns or 0
-        found[where.relative(info.path)] = (info.size, mtime)
+        found[where.relative(info.path).removeprefix(head)] = (info.size, info.mtime_ns or 0)
     return found
 
 

@@ -258,8 +258,9 @@ def publish(
             raise PublishRefused(
                 f"version {version!r} is not completely built (status 'building'); build again"
             )
+        present = v.tables_of(version)
         for table in t.TABLES:
-            if not v.version_path(version, table).is_dir():
+            if table not in present:
                 raise PublishRefused(f"version {version!r} lacks table {table}; build it again")
         refusal = _refusal(version, manifest)
         if refusal is not None and force_reason is None:

@@ -91,6 +91,14 @@ def fetch_version(version: str) -> Path:
     return folder
 
 
+def tables_of(version: str) -> set[str]:
+    """The tables a version has files of (directories of it; on object storage, one listing)."""
+    folder = version_dir(version)
+    if objects.store() is not None:
+        return {r.split("/")[0] for r in objects.listing(_relative(folder)) if "/" in r}
+    return {p.name for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
+
+
 def push_version(version: str) -> None:
     """Upload every file of a version written in the working copy (its manifest last, as the
     sign that the rest is there)."""
