@@ -46,6 +46,20 @@ _AZURE_HOST = re.compile(r"^(?P<container>[^@/]+)@(?P<account>[^./]+)\.(?:dfs|bl
 S3_ATTEMPTS = 8
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 60.0
+TIMEOUT_ENV = "TOPIC_LINEAGE_OBJECT_STORE_TIMEOUT"
+"""Seconds a request to the object store may go without an answer before it is retried
+(default :data:`REQUEST_TIMEOUT_S`)."""
+
+
+def request_timeout() -> float:
+    text = os.environ.get(TIMEOUT_ENV)
+    try:
+        value = float(text) if text else REQUEST_TIMEOUT_S
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise LocationError(f"${TIMEOUT_ENV}={text!r}: give the seconds a request may take (e.g. 60)")
+    return value
 
 
 class LocationError(TopicLineageError):
@@ -159,21 +173,26 @@ def _endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
-@cache
 def _filesystem(scheme: str, account: str):
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return _filesystem_with(scheme, account, _endpoint(), region, request_timeout())
+
+
+@cache
+def _filesystem_with(scheme: str, account: str, endpoint: str | None, region: str | None,
+                     timeout_s: float):
+    """One file system per store and settings (the environment's, read by the caller)."""
     import pyarrow.fs as pafs
 
     kind = SCHEMES[scheme]
     if kind == "S3":
         options: dict = {
             "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS),
-            "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": REQUEST_TIMEOUT_S,
+            "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": timeout_s,
         }
-        endpoint = _endpoint()
         if endpoint:
             scheme_of, _, address = endpoint.rpartition("://")
             options.update(endpoint_override=address.rstrip("/"), scheme=scheme_of or "https")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         if region:
             options["region"] = region
         # Credentials: the AWS SDK's default chain (environment, profile, instance role), so
@@ -183,6 +202,48 @@ def _filesystem(scheme: str, account: str):
         return pafs.GcsFileSystem()
     key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
     return pafs.AzureFileSystem(account_name=account, **({"account_key": key} if key else {}))
+
+
+_TRANSIENT = ("slowdown", "503", "500 ", "internal_failure", "internalerror", "service_unavailable",
+              "throttl", "timed out", "timeout", "failed to flush", "connection reset",
+              "connection refused", "broken pipe", "request_time_too_skewed")
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether an error of the store is worth another try (throttling, a 5xx, a timeout, a
+    dropped connection), not a verdict (no such key, refused credentials)."""
+    if isinstance(exc, FileNotFoundError):
+        return False
+    text = str(exc).lower()
+    return any(word in text for word in _TRANSIENT) and "accessdenied" not in text
+
+
+def retried(call, attempts: int = S3_ATTEMPTS):
+    """``call()``, tried again with exponential backoff (0.1 s doubling, at most 5 s; with
+    jitter) while it fails with a :func:`transient` error. The SDKs retry single requests
+    themselves; this covers what they give up on, a read that fails half-way through its
+    body among them (pyarrow does not retry those)."""
+    import random
+    import time
+
+    for attempt in range(attempts):
+        try:
+            return call()
+        except OSError as exc:
+            if attempt == attempts - 1 or not transient(exc):
+                raise
+            time.sleep(min(5.0, 0.1 * 2 ** attempt) * random.uniform(0.5, 1.0))
+    raise AssertionError("unreachable")
+
+
+def read_object(fs, path: str) -> bytes:
+    """The whole of one object (a snapshot file, a saved walk, a manifest), read again from the
+    start when a transient error cuts it short."""
+    def read() -> bytes:
+        with fs.open_input_stream(path) as source:
+            return source.read()
+
+    return retried(read)
 
 
 def describe_failure(store: ObjectStore, exc: BaseException) -> str:

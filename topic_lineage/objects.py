@@ -90,8 +90,8 @@ def listing(relative_dir: str) -> dict[str, tuple[int, int]]:
     import pyarrow.fs as pafs
 
     with _translated(where, f"listing {where.url_of(relative_dir)}"):
-        infos = where.filesystem().get_file_info(
-            pafs.FileSelector(where.key(relative_dir), recursive=True, allow_not_found=True))
+        infos = location.retried(lambda: where.filesystem().get_file_info(
+            pafs.FileSelector(where.key(relative_dir), recursive=True, allow_not_found=True)))
     found, head = {}, relative_dir.strip("/") + "/"
     for info in infos:
         if info.type != pafs.FileType.File or info.base_name.startswith((".", "_")):
@@ -125,18 +125,22 @@ def fetch(relative: str, *, refresh: bool = False) -> Path | None:
     try:
         with _translated(where, f"reading {where.url_of(relative)}"):
             try:
-                source = where.filesystem().open_input_stream(where.key(relative))
+                location.retried(lambda: _download(where, relative, tmp))
             except FileNotFoundError:
                 return None
-            with source, open(tmp, "wb") as sink:
-                while chunk := source.read(8 << 20):
-                    sink.write(chunk)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     return target
+
+
+def _download(where: ObjectStore, relative: str, tmp: Path) -> None:
+    """One object into ``tmp`` (from the start: a retry after a cut-off read begins afresh)."""
+    with where.filesystem().open_input_stream(where.key(relative)) as source, open(tmp, "wb") as sink:
+        while chunk := source.read(8 << 20):
+            sink.write(chunk)
 
 
 def fetch_all(relatives: Iterable[str]) -> list[Path]:
@@ -158,9 +162,13 @@ def push(relative: str, source: Path | None = None) -> None:
     if where is None:
         return
     source = Path(source) if source is not None else _local(relative)
-    with (_translated(where, f"writing {where.url_of(relative)}"), open(source, "rb") as data,
-          where.filesystem().open_output_stream(
-              where.key(relative), metadata={"Content-Type": "application/octet-stream"}) as sink):
+    with _translated(where, f"writing {where.url_of(relative)}"):
+        location.retried(lambda: _upload(where, relative, source))
+
+
+def _upload(where: ObjectStore, relative: str, source: Path) -> None:
+    with open(source, "rb") as data, where.filesystem().open_output_stream(
+            where.key(relative), metadata={"Content-Type": "application/octet-stream"}) as sink:
         while chunk := data.read(8 << 20):
             sink.write(chunk)
 
@@ -273,7 +281,7 @@ def _s3_client():
         endpoint, region = key[1], key[2]
         config = Config(retries={"mode": "standard", "max_attempts": location.S3_ATTEMPTS},
                         connect_timeout=location.CONNECT_TIMEOUT_S,
-                        read_timeout=location.REQUEST_TIMEOUT_S,
+                        read_timeout=location.request_timeout(),
                         s3={"addressing_style": "path" if endpoint else "auto"})
         _clients[key] = botocore.session.get_session().create_client(
             "s3", endpoint_url=endpoint, region_name=region or "us-east-1", config=config)

@@ -169,7 +169,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
     from topic_lineage.warehouse import iceberg
 
     name, props, embedded = iceberg.catalog_properties()
-    where = "embedded" if embedded else props.get("uri") or props.get("type", "?")
+    where = "embedded" if embedded else iceberg.catalog_place(props)
     print(f"Iceberg catalog {name!r} ({where}), namespace {iceberg.NAMESPACE}: main of every table "
           f"is the published version; each version's snapshots are on branch audit-<version>")
     return 0

@@ -228,8 +228,7 @@ def _read_bytes(name: str) -> bytes:
     if not location.is_url(name):
         return Path(name).read_bytes()
     fs, path = _object(name)
-    with fs.open_input_stream(path) as source:
-        return source.read()
+    return location.read_object(fs, path)
 
 
 def _write_atomically(name: str, data: bytes) -> None:
@@ -239,8 +238,12 @@ def _write_atomically(name: str, data: bytes) -> None:
 
     if location.is_url(name):
         fs, path = _object(name)
-        with fs.open_output_stream(path) as sink:
-            sink.write(data)
+
+        def upload() -> None:
+            with fs.open_output_stream(path) as sink:
+                sink.write(data)
+
+        location.retried(upload)
         return
     path = Path(name)
     hidden = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -256,8 +259,10 @@ def _write_part(table, directory: _Place | Path, name: str) -> None:
 
     directory = _Place(getattr(directory, "name", directory))
     if directory.remote:
+        from topic_lineage import location
+
         fs, path = _object(f"{directory.name}/{name}")
-        pq.write_table(table, path, filesystem=fs, compression="zstd")
+        location.retried(lambda: pq.write_table(table, path, filesystem=fs, compression="zstd"))
         return
     folder = Path(directory.name)
     folder.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 from topic_lineage import objects
@@ -180,12 +181,18 @@ def _load_catalog(name: str, props: dict[str, str]):
             raise ValueError("no 'type' and no 'uri' to tell the catalog's type")
         return AVAILABLE_CATALOGS[catalog_type](name, props)
     except Exception as exc:  # noqa: BLE001 - every failure to reach it is the user's to fix
-        raise CatalogError(f"Iceberg catalog {name!r} ({_where(props)}) cannot be used: "
+        raise CatalogError(f"Iceberg catalog {name!r} ({catalog_place(props)}) cannot be used: "
                            f"{_reason(exc)}") from None
 
 
-def _where(props: dict[str, str]) -> str:
-    return props.get("uri") or props.get("type") or "no uri"
+def catalog_place(props: dict[str, str]) -> str:
+    """Where the catalog is, for a message: its URI without user or password."""
+    import re
+
+    uri = props.get("uri")
+    if uri:
+        return re.sub(r"//[^/@]*@", "//", uri)
+    return props.get("type") or "no uri"
 
 
 def _reason(exc: BaseException) -> str:
@@ -210,7 +217,7 @@ def _calling(what: str):
                     f"{what}: the table changed meanwhile in Iceberg catalog {name!r} (someone else "
                     f"committed to it); nothing published changed, run again ({_reason(exc)})"
                 ) from None
-            raise CatalogError(f"{what} in Iceberg catalog {name!r} ({_where(props)}) failed: "
+            raise CatalogError(f"{what} in Iceberg catalog {name!r} ({catalog_place(props)}) failed: "
                                f"{_reason(exc)}; nothing published changed") from None
     return wrap()
 
@@ -268,10 +275,7 @@ def load_table(table: str, *, create: bool = False):
                             "schema.name-mapping.default": schema.name_mapping.model_dump_json()})
         except TableAlreadyExistsError:  # another process made it meanwhile
             return cat.load_table((NAMESPACE, table))
-        # A table without a snapshot takes commits on main only: its first is an empty one there
-        # (no version property: nothing is published by it), then branches can be made.
-        with tbl.transaction() as txn, txn.update_snapshot().fast_append():
-            pass
+        _with_main(tbl)
         return tbl
 
 
@@ -301,15 +305,68 @@ def stage(version: str, table_dirs: dict[str, Path]) -> dict[str, dict]:
         files = [objects.url(p) for p in sorted(table_dirs[table].glob("*.parquet"))
                  if not p.name.startswith((".", "_"))]
         with _calling(f"staging version {version} of {NAMESPACE}.{table} on branch {branch}"):
-            if branch in tbl.metadata.refs:  # staged before (a version published by hand again)
-                tbl.manage_snapshots().remove_branch(branch).commit()
-            with tbl.transaction() as txn, txn.update_snapshot(
-                    snapshot_properties={VERSION_PROPERTY: version}, branch=branch).fast_append() as append:
-                for data_file in _parquet_files_to_data_files(txn.table_metadata, files, tbl.io):
-                    append.append_data_file(data_file)
-            snapshots[table] = tbl.metadata.refs[branch].snapshot_id
+            data_files = list(_parquet_files_to_data_files(tbl.metadata, files, tbl.io))
+            snapshots[table] = _retried(table, tbl, partial(_stage_on_branch, version=version,
+                                                            data_files=data_files))
         paths[table] = [_local(f) for f in files]
     return {SNAPSHOTS_KEY: snapshots, FILES_KEY: paths}
+
+
+def _stage_on_branch(tbl, *, version: str, data_files: list) -> int:
+    """One commit: the version's snapshot (exactly ``data_files``) on its audit branch."""
+    branch = audit_branch(version)
+    if branch in tbl.metadata.refs:  # staged before (a version published by hand again)
+        tbl.manage_snapshots().remove_branch(branch).commit()
+    with tbl.transaction() as txn, txn.update_snapshot(
+            snapshot_properties={VERSION_PROPERTY: version}, branch=branch).fast_append() as append:
+        for data_file in data_files:
+            append.append_data_file(data_file)
+    return tbl.metadata.refs[branch].snapshot_id
+
+
+COMMIT_ATTEMPTS = 6
+"""Tries of a commit that only adds to a table (a version's branch, a new table's first
+snapshot) when another writer committed first: each from a fresh read of the table."""
+
+
+def _retried(table: str, tbl, commit):
+    """``commit(tbl)``, again on the table as it is now while another writer's commit makes it
+    fail (two builds staging at once, a table another process has just created). A commit that
+    moves ``main`` is never retried here: publishing decides on what it read."""
+    import random
+    import time
+
+    from pyiceberg.exceptions import CommitFailedException
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            _with_main(tbl)
+            return commit(tbl)
+        except (CommitFailedException, ValueError) as exc:
+            # a SQL catalog applies our snapshot to the table as another writer left it: its
+            # sequence number is then taken, which pyiceberg reports as a ValueError
+            lost_race = isinstance(exc, CommitFailedException) or "sequence number" in str(exc)
+            if attempt == COMMIT_ATTEMPTS - 1 or not lost_race:
+                raise
+            time.sleep(random.uniform(0.05, 0.2) * 2 ** attempt)
+            tbl = load_table(table)
+    raise AssertionError("unreachable")
+
+
+def _with_main(tbl) -> None:
+    """A table without a snapshot takes commits on ``main`` only: its first is an empty one
+    there (no version property: nothing is published by it), then branches can be made. The
+    process that created the table makes it; another that finds it missing (the creator was
+    killed in between, or has not got there yet) makes it too, and whichever is second re-reads."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    if tbl.metadata.snapshot_by_name(MAIN) is not None:
+        return
+    try:
+        with tbl.transaction() as txn, txn.update_snapshot().fast_append():
+            pass
+    except CommitFailedException:
+        tbl.refresh()
 
 
 def published_version() -> str | None:

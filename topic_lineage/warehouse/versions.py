@@ -129,16 +129,16 @@ def list_versions() -> list[dict]:
     root = t.versions_dir()
     if objects.store() is not None:  # the store's versions, each manifest fetched afresh
         names = {r.split("/")[0] for r in objects.listing(_relative(root)) if r.endswith("/" + MANIFEST)}
-        for name in names - {p.name for p in root.glob("*")}:
-            (root / name).mkdir(parents=True, exist_ok=True)
-    if not root.exists():
-        return []
+    elif root.exists():
+        names = {p.name for p in root.iterdir() if (p / MANIFEST).exists()}
+    else:
+        names = set()
     manifests = []
-    for path in root.iterdir():
-        if path.name.startswith(".") or not (path / MANIFEST).exists():
+    for name in sorted(names):
+        if name.startswith("."):
             continue
         try:
-            manifests.append(read_manifest(path.name))
+            manifests.append(read_manifest(name))
         except WarehouseError:
             continue
     return sorted(manifests, key=lambda m: (m.get("created_at", ""), m.get("version", "")))
