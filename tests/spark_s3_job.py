@@ -38,6 +38,18 @@ def _listing(spark, url: str) -> list[str]:
     return sorted(found)
 
 
+def _read_text(spark, url: str) -> str:
+    """A small file's text, read by the JVM's Hadoop file system (Spark's readers skip files whose
+    names start with ``_``)."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(url)
+    stream = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(path)
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
 def run(spec: dict) -> dict:
     started = time.monotonic()
     from pyspark.sql import functions as F
@@ -80,7 +92,7 @@ def run(spec: dict) -> dict:
     result["listing"] = _listing(spark, url)
     # the committer that wrote it: S3A's committers leave a JSON manifest as _SUCCESS (the
     # classic FileOutputCommitter an empty file)
-    success = spark.read.option("wholetext", "true").text(f"{url}/_SUCCESS").first()[0]
+    success = _read_text(spark, f"{url}/_SUCCESS")
     result["success_committer"] = json.loads(success).get("committer") if success.strip() else None
     if spec.get("placement"):
         from topic_lineage.local.standalone import task_placement
