@@ -227,6 +227,16 @@ def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_endpoint):
     assert "Status Code: 403" in first_line, first_line
 
 
+def test_an_endpoint_that_does_not_answer_fails_in_seconds():
+    """Connection refused: the SDK's and S3A's retries are few (S3_RETRY_CONF), so the write
+    fails in seconds, not after S3A's default minute of growing pauses."""
+    answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/none/x", "rows": 10,
+                      "locations": [f"s3://{BUCKET}"]}, s3_env(f"http://127.0.0.1:{_free_port()}"))
+    assert answer.get("error_type"), answer
+    assert answer["error_s"] < 30, answer
+    assert ": java.net.ConnectException: getFileStatus on s3://" in answer["error"], answer["error"][:600]
+
+
 def test_the_secret_is_no_setting_and_on_no_command_line(s3_endpoint):
     """What Spark shows (its settings, as the UI and event log would) and what ``ps`` shows of the
     driver's processes carry neither the secret nor the access key ID."""
