@@ -47,3 +47,8 @@ fi
 # Then (once, about half a minute) an archive of the classes its JVMs load, which halves a
 # broker's start; without it they only start slower (a warning).
 .venv/bin/python -m topic_lineage.local.kafka_dist
+# Hadoop's S3A connector and the AWS SDK modules it uses (topic_lineage/local/s3a_jars.py,
+# topic_lineage/local/spark_s3a.pom.xml): fetched once from Maven Central by Maven, about 13 MB,
+# into .venv/var/topic-lineage/spark-s3a-<digest>/; Spark is given them (spark.jars) only when a
+# location it will use is on S3 (topic_lineage.spark.object_store_conf).
+.venv/bin/python -m topic_lineage.local.s3a_jars

@@ -9,6 +9,8 @@ import contextlib
 import os
 import sys
 
+from topic_lineage.errors import TopicLineageError
+
 DEFAULT_MASTER = "local[*]"
 # The driver's heap, for whichever call starts this process's JVM first (a JVM keeps the heap
 # it started with: a later session asking for more does not get it).
@@ -79,14 +81,118 @@ def driver_java_options(*, quick_jit: bool = False) -> str:
     return " ".join(option for option in options if option)
 
 
+# --- object storage (issue #45) -------------------------------------------------------------------
+# Spark reads and writes s3:// and s3a:// locations through Hadoop's S3A connector, whose jars the
+# install fetches (topic_lineage.local.s3a_jars). They are given to a session only when a location
+# it will use is on S3: 37 jars more on the driver's class path cost JVM start time, which the
+# small one-off builds are measured by (docs/benchmarks.md).
+OBJECT_STORE_SCHEMES = ("s3", "s3a")
+ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # the SDKs' order: the S3 one first
+REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
+# The AWS SDK's provider that reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN
+# from the JVM's own environment, so the secret is never a Spark setting: PySpark passes every
+# setting given before the JVM starts on spark-submit's command line (ps, Airflow's logs), and
+# settings show in the UI and event log (redacted only by spark.redaction.regex). Executors read
+# their own environment: on a cluster, the workers' (instance roles aside, the workers must be
+# started with the variables).
+ENV_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+S3A_COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
+# S3 has no rename: Hadoop's FileOutputCommitter "renames" each task's and the job's output by
+# copying and deleting every object (slow, and a failure half way leaves half the files). S3A's
+# magic committer uploads each file as a multipart upload that the job's commit completes, so
+# files appear only at the job's commit, without copies. Spark SQL reaches it through
+# spark-hadoop-cloud's PathOutputCommitProtocol (the S3A committers are not FileOutputCommitters).
+S3_COMMIT_CONF = {
+    "spark.hadoop.fs.s3a.committer.name": "magic",
+    "spark.hadoop.fs.s3a.committer.magic.enabled": "true",
+    "spark.hadoop.mapreduce.outputcommitter.factory.scheme.s3a": S3A_COMMITTER_FACTORY,
+    "spark.hadoop.mapreduce.outputcommitter.factory.scheme.s3": S3A_COMMITTER_FACTORY,
+    "spark.sql.sources.commitProtocolClass": "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol",
+    "spark.sql.parquet.output.committer.class":
+        "org.apache.spark.internal.io.cloud.BindingParquetOutputCommitter",
+}
+# S3A retries a failed request in the SDK (fs.s3a.attempts.maximum, 5 by default) and again in
+# S3A (fs.s3a.retry.limit, 7, with growing pauses), and waits 30 s for a connection: an endpoint
+# that does not answer took minutes to fail. A refused credential (403) is never retried.
+S3_RETRY_CONF = {
+    "spark.hadoop.fs.s3a.attempts.maximum": "2",
+    "spark.hadoop.fs.s3a.retry.limit": "2",
+    "spark.hadoop.fs.s3a.retry.interval": "250ms",
+    "spark.hadoop.fs.s3a.connection.establish.timeout": "5s",
+}
+
+
+def is_object_store(location: object) -> bool:
+    """Whether ``location`` (a string or path) is an ``s3://`` or ``s3a://`` URL."""
+    text = str(location or "")
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and scheme.lower() in OBJECT_STORE_SCHEMES
+
+
+def object_store_conf(locations, environ=None) -> dict[str, str]:
+    """The Spark settings for a session that will read or write ``locations`` (URLs or paths;
+    ``None`` entries are skipped): none when no location is on S3; otherwise the S3A jars
+    (``spark.jars``: local files, which executors fetch from the driver), ``s3://`` served by
+    S3A as ``s3a://`` is, the endpoint and region from ``environ`` (default ``os.environ``:
+    ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, a custom endpoint with path-style access;
+    ``AWS_REGION``), credentials from the JVMs' environment when ``AWS_ACCESS_KEY_ID`` is set
+    (else S3A's default chain: instance and container roles), the magic committer and quick
+    failures. Never a credential: those stay in the environment.
+
+    Raises :class:`topic_lineage.local.s3a_jars.S3aJarsError` when the jars are not installed."""
+    if not any(is_object_store(location) for location in locations or ()):
+        return {}
+    from topic_lineage.local.s3a_jars import jar_paths
+
+    env = os.environ if environ is None else environ
+    conf = {
+        "spark.jars": ",".join(str(path) for path in jar_paths()),
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        **S3_COMMIT_CONF,
+        **S3_RETRY_CONF,
+    }
+    if env.get("AWS_ACCESS_KEY_ID"):
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = ENV_CREDENTIALS_PROVIDER
+    endpoint = next((env[name].strip() for name in ENDPOINT_ENVS if env.get(name, "").strip()), "")
+    region = next((env[name].strip() for name in REGION_ENVS if env.get(name, "").strip()), "")
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.lower().startswith("https://")).lower()
+        region = region or "us-east-1"  # an S3-compatible server ignores it; the SDK needs one
+    if region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return conf
+
+
+def session_locations(locations=()) -> list[str]:
+    """The locations a session will use: ``$TOPIC_LINEAGE_HOME`` (read as it is written: an
+    ``s3://`` home is no local path) and ``locations``."""
+    from topic_lineage.tables import HOME_ENV
+
+    return [location for location in (os.environ.get(HOME_ENV), *locations) if location]
+
+
+def _merged(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """``base`` updated by ``extra``, with ``spark.jars`` joined rather than replaced."""
+    merged = {**base, **extra}
+    jars = [value for value in (base.get("spark.jars"), extra.get("spark.jars")) if value]
+    if jars:
+        merged["spark.jars"] = ",".join(jars)
+    return merged
+
+
 def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: dict | None = None,
-              *, quick_jit: bool = False):
+              *, quick_jit: bool = False, locations=()):
     """A SparkSession with UTC time, no UI, and partition-type inference off.
 
     ``master`` defaults to ``$TOPIC_LINEAGE_SPARK_MASTER`` or ``local[*]``. Partition-type
     inference is off so that a cluster ID such as ``123`` stays a string in directory names.
     ``quick_jit``: start the driver's JVM with :data:`QUICK_JIT_OPTION` (a one-off process over
     little data, :func:`quick_jit_for`); no effect when this process's JVM already runs.
+    ``locations``: URLs the session will read or write besides ``$TOPIC_LINEAGE_HOME``; when one
+    of them is on S3 the session gets :func:`object_store_conf` (``conf`` wins over it).
     """
     from pyspark.sql import SparkSession
 
@@ -110,11 +216,31 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
         .config("spark.driver.extraJavaOptions", driver_java_options(quick_jit=quick_jit))
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
-    for key, value in {**STATUS_RETENTION, **CALL_SITE_CONF, **(conf or {})}.items():
+    object_store = object_store_conf(session_locations(locations))
+    settings = _merged({**STATUS_RETENTION, **CALL_SITE_CONF, **object_store}, conf or {})
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if object_store:
+        _check_s3a_loadable(spark)
     return spark
+
+
+class ObjectStoreSessionError(TopicLineageError, RuntimeError):
+    """This process's Spark JVM cannot reach S3: it was started without the S3A jars."""
+
+
+def _check_s3a_loadable(spark) -> None:
+    """The driver loads jars only when its JVM starts: a session asked for S3 in a process whose
+    JVM an earlier session without S3 started has no S3A, and would fail later on an obscure
+    ``No FileSystem for scheme``."""
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    if hadoop_conf.getClassByNameOrNull("org.apache.hadoop.fs.s3a.S3AFileSystem") is None:
+        raise ObjectStoreSessionError(
+            "this process's Spark JVM was started without Hadoop's S3A jars (by a session that "
+            "used no s3:// location), and a JVM cannot add them later: start the session that "
+            "uses S3 first, or in a process of its own")
 
 
 # A build or gate over little data spends its time on Spark's per-stage and per-job overhead,

@@ -41,7 +41,12 @@ from pathlib import Path
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import pid_alive
-from topic_lineage.spark import STATUS_RETENTION, driver_java_options
+from topic_lineage.spark import (
+    STATUS_RETENTION,
+    driver_java_options,
+    object_store_conf,
+    session_locations,
+)
 
 REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
 PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
@@ -188,6 +193,9 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
         **STATUS_RETENTION,  # a server lives for days: keep its heap for data
         # the pipeline's shared session (connect(shared=True)) lives as long as the server
         "spark.connect.session.manager.defaultSessionTimeout": "3650d",
+        # a home on S3: the S3A jars and settings, never a credential (the server's environment
+        # has those, as it has the token)
+        **object_store_conf(session_locations()),
     }
     command = [_spark_submit(), "--class", SERVER_CLASS, "--master",
                os.environ.get("TOPIC_LINEAGE_SPARK_MASTER", "local[*]"), "--name",

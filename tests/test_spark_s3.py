@@ -1,0 +1,262 @@
+"""Spark reads and writes Parquet at ``s3://`` URLs on an S3-compatible server (SeaweedFS on the
+loopback address), configured from the environment as AWS's tools are (issue #45):
+
+- a ``local[2]`` session writes with S3A's magic committer and reads the same rows back, leaving
+  no ``_temporary`` or ``__magic`` objects;
+- on a two-worker standalone cluster the executors write and read through S3 themselves (they
+  share no directory with the driver), with the S3A jars the driver hands them;
+- a wrong secret fails in seconds, with one error naming the refusal;
+- the secret is neither a Spark setting nor on any command line of the driver's processes.
+
+Each scenario runs in a process of its own (``tests/spark_s3_job.py``): the S3A jars must be on
+the driver JVM from its start, and this test process's JVM may be another test module's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from topic_lineage.spark import object_store_conf
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
+# The SeaweedFS binary another branch builds (topic_lineage/local/s3_server.py, branch s3server);
+# until that lands, $TOPIC_LINEAGE_WEED or this path.
+WEED = Path(os.environ.get("TOPIC_LINEAGE_WEED", "/work/scratch/weed/bin/weed"))
+ACCESS_KEY = "tl-test-access"
+SECRET_KEY = "tl-test-secret-5f2a9c1e7b"  # a value no Spark setting could hold by chance
+BUCKET = "lineage"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1)
+    except urllib.error.HTTPError:
+        return True  # S3 answers an anonymous request with 403: it is up
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory):
+    """A SeaweedFS server (master, volume, filer, S3 gateway) on free loopback ports with one
+    identity, and the bucket; yields the endpoint URL. A private stand-in for the shared
+    ``s3_server`` fixture of the s3server branch."""
+    if not WEED.is_file():
+        pytest.skip(f"no SeaweedFS binary at {WEED} (set TOPIC_LINEAGE_WEED)")
+    work = tmp_path_factory.mktemp("weed")
+    (work / "data").mkdir()
+    identities = {"identities": [{"name": "tl", "credentials": [
+        {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+    (work / "s3.json").write_text(json.dumps(identities))
+    s3_port = _free_port()
+    ports = {flag: _free_port() for flag in (
+        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+        "filer.port.grpc", "s3.port.grpc")}
+    command = [str(WEED), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={work / 'data'}",
+               # small volumes, and room for many: each bucket is a collection with volumes of
+               # its own, and at the default 30 GB a disk with less free space gets none
+               "-master.volumeSizeLimitMB=64", "-volume.max=64", "-volume.preStopSeconds=0",
+               "-master.telemetry=false", "-filer", "-s3", f"-s3.port={s3_port}",
+               f"-s3.config={work / 's3.json'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+               *(f"-{flag}={port}" for flag, port in ports.items())]
+    log = (work / "weed.log").open("wb")
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=work)
+    endpoint = f"http://127.0.0.1:{s3_port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(endpoint):
+            assert proc.poll() is None, (work / "weed.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "SeaweedFS S3 did not answer in 60 s"
+            time.sleep(0.3)
+        from pyarrow.fs import S3FileSystem
+
+        store = S3FileSystem(endpoint_override=endpoint, scheme="http", access_key=ACCESS_KEY,
+                             secret_key=SECRET_KEY, region="us-east-1",
+                             allow_bucket_creation=True)
+        deadline = time.monotonic() + 60
+        while True:  # the gateway answers before the filer and volume take writes
+            try:
+                store.create_dir(BUCKET)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        yield endpoint
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(15)
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        log.close()
+
+
+def s3_env(endpoint: str, secret: str = SECRET_KEY) -> dict[str, str]:
+    """The environment a user sets for an S3-compatible server: AWS's variables, no Spark setting."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1",
+               AWS_ENDPOINT_URL=endpoint)
+    return env
+
+
+def run_job(spec: dict, env: dict[str, str], timeout: float = 300) -> dict:
+    """``tests/spark_s3_job.py`` in a new process (and so a new driver JVM); its JSON answer."""
+    done = subprocess.run([sys.executable, "-m", "tests.spark_s3_job", json.dumps(spec)],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, check=False)
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"no answer (exit {done.returncode}):\n{done.stderr[-3000:]}"
+    answer = json.loads(lines[-1])
+    assert "crash" not in answer, answer["crash"] + "\n" + done.stderr[-2000:]
+    return answer
+
+
+def _user_files(listing: list[str]) -> list[str]:
+    return [path.rsplit("/", 1)[1] for path in listing]
+
+
+def test_settings_follow_the_environment_and_carry_no_secret():
+    """Only an s3:// or s3a:// location brings the settings; endpoint, path style and region come
+    from AWS's variables; no value is a credential."""
+    env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+           "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:2",
+           "AWS_REGION": "eu-west-1", "AWS_SESSION_TOKEN": "tok-123"}
+    assert object_store_conf(["/tmp/home", None, "file:///x"], env) == {}
+    conf = object_store_conf(["/tmp/home", "s3://bucket/home"], env)
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:2"  # the S3 one wins
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf["spark.hadoop.fs.s3a.committer.name"] == "magic"
+    jars = conf["spark.jars"].split(",")
+    assert any(Path(jar).name == "hadoop-aws-3.5.0.jar" for jar in jars)
+    assert all(Path(jar).is_file() for jar in jars)
+    for secret in (SECRET_KEY, ACCESS_KEY, "tok-123"):
+        assert not any(secret in value for value in conf.values())
+    on_aws = object_store_conf(["s3a://bucket/x"], {})
+    assert "spark.hadoop.fs.s3a.endpoint" not in on_aws  # AWS itself: the SDK's own endpoint
+    assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in on_aws  # S3A's chain: roles
+
+
+def test_local_session_writes_and_reads_parquet_on_s3(s3_endpoint):
+    """``df.write.mode("error").parquet("s3://...")`` commits through the magic committer: the
+    rows read back are the rows written; only data files and ``_SUCCESS`` remain."""
+    answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/local/x", "rows": 5000,
+                      "locations": [f"s3://{BUCKET}/local"]}, s3_env(s3_endpoint))
+    assert answer.get("error") is None, answer["error"]
+    assert answer["count"] == 5000 and answer["same_rows"]
+    names = _user_files(answer["listing"])
+    assert "_SUCCESS" in names
+    assert not [path for path in answer["listing"] if "_temporary" in path or "__magic" in path]
+    assert len([name for name in names if name.endswith(".parquet")]) == 4
+    assert answer["success_committer"] == "magic"  # no copy-and-delete "rename" on S3
+    assert answer["conf"]["spark.sql.sources.commitProtocolClass"].endswith("PathOutputCommitProtocol")
+    # the session still maps the installation's archive of Spark's classes
+    assert answer["maps_archive"] in (True, None)
+
+
+def test_standalone_executors_write_and_read_through_s3(s3_endpoint, tmp_path):
+    """Two workers, each with its own work directory: the executors, not the driver, write and
+    read the files, with the jars the driver gave them and the credentials of their environment."""
+    from topic_lineage.local.standalone import standalone_cluster
+
+    env = s3_env(s3_endpoint)
+    saved = dict(os.environ)
+    os.environ.update({key: value for key, value in env.items() if key.startswith("AWS_")})
+    try:  # the workers (and so their executors) start with the user's AWS variables
+        with standalone_cluster(workers=2, cores_per_worker=1, memory="1g",
+                                work_dir=tmp_path / "cluster") as cluster:
+            answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/standalone/x",
+                              "rows": 5000, "master": cluster.master_url, "placement": True,
+                              "conf": cluster.driver_conf(executor_memory="512m"),
+                              "locations": [f"s3://{BUCKET}/standalone"]}, env)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert answer.get("error") is None, answer["error"]
+    assert answer["count"] == 5000 and answer["same_rows"]
+    assert not [path for path in answer["listing"] if "_temporary" in path or "__magic" in path]
+    assert answer["success_committer"] == "magic"
+    executors = {row["executor_id"] for row in answer["placement"]}
+    assert executors == {"0", "1"}, answer["placement"]
+    # the jars went to the executors from the driver: each worker's application directory has them
+    for worker in ("worker-1", "worker-2"):
+        fetched = list((tmp_path / "cluster" / worker).glob("app-*/*/hadoop-aws-3.5.0.jar"))
+        assert fetched, f"{worker} got no hadoop-aws jar"
+
+
+def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_endpoint):
+    """S3 refuses the signature (403): S3A does not retry that, so the write fails in seconds,
+    before any task, with one ``AccessDeniedException`` (in PySpark a ``Py4JJavaError``)."""
+    answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/wrong/x", "rows": 10,
+                      "locations": [f"s3://{BUCKET}"]}, s3_env(s3_endpoint, secret="not-the-secret"))
+    assert answer.get("error_type"), answer
+    print(f"\nwrong secret: {answer['error_type']} after {answer['error_s']:.1f} s: "
+          f"{answer['error'][:600]}")
+    assert answer["error_s"] < 20, answer
+    # S3A's first request is a HEAD of the output path (does it exist?): its 403 has no body, so
+    # the error says Forbidden, not SignatureDoesNotMatch; S3A makes it an AccessDeniedException
+    # naming the URL
+    first_line = answer["error"].splitlines()[1]
+    assert first_line.startswith(": java.nio.file.AccessDeniedException: s3://"), first_line
+    assert "Status Code: 403" in first_line, first_line
+
+
+def test_an_endpoint_that_does_not_answer_fails_in_seconds():
+    """Connection refused: the SDK's and S3A's retries are few (S3_RETRY_CONF), so the write
+    fails in seconds, not after S3A's default minute of growing pauses."""
+    answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/none/x", "rows": 10,
+                      "locations": [f"s3://{BUCKET}"]}, s3_env(f"http://127.0.0.1:{_free_port()}"))
+    assert answer.get("error_type"), answer
+    assert answer["error_s"] < 30, answer
+    assert ": java.net.ConnectException: getFileStatus on s3://" in answer["error"], answer["error"][:600]
+
+
+def test_the_secret_is_no_setting_and_on_no_command_line(s3_endpoint):
+    """What Spark shows (its settings, as the UI and event log would) and what ``ps`` shows of the
+    driver's processes carry neither the secret nor the access key ID."""
+    answer = run_job({"action": "session", "locations": [f"s3://{BUCKET}"]}, s3_env(s3_endpoint))
+    assert answer["conf"]["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
+        "EnvironmentVariableCredentialsProvider")
+    for secret in (SECRET_KEY, ACCESS_KEY):
+        assert not [key for key, value in answer["conf"].items() if secret in value]
+        assert not [line for line in answer["cmdlines"] if secret in line]
+    assert any("hadoop-aws-3.5.0.jar" in line for line in answer["cmdlines"])  # the JVM's, seen
+
+
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="no Maven")
+def test_the_jars_are_installed_and_small():
+    from topic_lineage.local import s3a_jars
+
+    jars = s3a_jars.jar_paths()
+    names = {jar.name for jar in jars}
+    assert {"hadoop-aws-3.5.0.jar", "s3-2.57.8.jar", "spark-hadoop-cloud_2.13-4.1.1.jar"} <= names
+    # not the SDK's bundle, nor what pyspark's jars/ has (Netty's x.y.z.Final, httpclient 4)
+    assert not [name for name in names if name.startswith(("bundle-", "httpclient-"))
+                or name.endswith(".Final.jar")]
+    assert sum(jar.stat().st_size for jar in jars) < 20 * 2**20
