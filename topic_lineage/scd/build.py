@@ -67,15 +67,12 @@ class VersionInfo:
 # --- the store as files ------------------------------------------------------------------------
 def _stored_files() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
     """Relative path -> size of every stored snapshot file, and the listing it came from (for
-    the no-op fingerprint, topic_lineage.noop). With the home on object storage, the files
-    (and their consumer-group files) are in the working copy when this returns."""
+    the no-op fingerprint, topic_lineage.noop)."""
     from topic_lineage import objects, store
 
     seen = store.fingerprint_listing()  # first: on object storage, the store's generation
+    # on object storage the Spark tasks read the files there: nothing is fetched here
     listing = store.snapshot_listing() if objects.store() is not None else seen
-    if objects.store() is not None:  # the walk tasks read snapshots from the store; Spark's
-        # reader of the group files (_write_group_tables) reads the working copy's
-        objects.fetch_all(f"group_snapshots/{r}" for r in store.group_listing(listing))
     return {path: size for path, (size, _) in listing.items()}, seen
 
 
@@ -93,14 +90,14 @@ def _empty_frame(spark, ddl: str):
 
 
 def _read_table(spark, version: str, table: str, ddl: str):
-    return spark.read.schema(ddl).parquet(str(wh.version_path(version, table)))
+    return spark.read.schema(ddl).parquet(_task_name(wh.version_path(version, table)))
 
 
 def _write(df, path: Path, files: int | None = None) -> None:
     if files is not None:
         df = df.coalesce(files)
     # "error" is "errorifexists" by its other name, the only one Spark Connect accepts
-    df.write.mode("error").option("compression", "zstd").parquet(str(path))
+    df.write.mode("error").option("compression", "zstd").parquet(_task_name(path))
 
 
 def _link_files(source: Path, target: Path) -> int:
@@ -224,11 +221,13 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
             if not any((out / table).glob("*.parquet")):  # no cluster at all: empty tables
                 _write_empty(out / table, t.TABLE_DDL[table])
         fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
+        wh.push_version(version)  # on object storage: what the group job's executors read
         _write_group_tables(
             spark, out, group_files,
             recompute=None if manifest is None else derived_clusters | walked_again,
             base=None if manifest is None else base,
         )
+        wh.fetch_version(version)  # on object storage: the group tables the job wrote there
 
         counts = {table: _row_count(out / table) for table in t.TABLES}
         newest = _newest_per_cluster(out / t.SNAPSHOT_RUNS)
@@ -327,9 +326,10 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
 
 
 def _task_name(path: Path) -> str:
-    """How a walk task names a file of the home: its path, or with the home on object storage
-    its object's URL. Tasks read the store and write their parts through the object store, so
-    executors need no disk in common with the driver or each other."""
+    """How a Spark task (a walk task, or Spark's own reader and writer) names a file of the
+    home: its path, or with the home on object storage its object's URL. Tasks read the store
+    and write the version through the object store, so executors need no disk in common with
+    the driver or each other (Spark's own readers and writers through S3A: topic_lineage.spark)."""
     from topic_lineage import objects
 
     return str(path) if objects.store() is None else objects.url(path)
@@ -379,7 +379,7 @@ def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
     cluster = F.col(t.CLUSTER_ID)
     in_scope = F.lit(True) if clusters is None else cluster.isin(sorted(clusters))
     group_rows = (
-        spark.read.schema(t.GROUP_STORE_DDL).parquet(*[str(root / r) for r in read])
+        spark.read.schema(t.GROUP_STORE_DDL).parquet(*[_task_name(root / r) for r in read])
         if read else _empty_frame(spark, t.GROUP_STORE_DDL)
     )
     snapshots = _read_table_files(spark, out / t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL).where(in_scope)
@@ -400,7 +400,7 @@ def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
 
 
 def _read_table_files(spark, path: Path, ddl: str):
-    return spark.read.schema(ddl).parquet(str(path))
+    return spark.read.schema(ddl).parquet(_task_name(path))
 
 
 def _write_empty(path: Path, ddl: str) -> None:
