@@ -47,3 +47,10 @@ fi
 # Then (once, about half a minute) an archive of the classes its JVMs load, which halves a
 # broker's start; without it they only start slower (a warning).
 .venv/bin/python -m topic_lineage.local.kafka_dist
+# SeaweedFS's weed binary, the S3-compatible server the tests run on loopback (scripts/
+# install_seaweedfs.sh, topic_lineage/local/seaweedfs_dist.py): built once from source with Go
+# (several minutes on 2 cores from an empty Go cache), nothing when it is there.
+# TOPIC_LINEAGE_NO_SEAWEEDFS=1 skips it (the S3 tests then skip); a failed build stops here.
+if [ "${TOPIC_LINEAGE_NO_SEAWEEDFS:-}" != 1 ]; then
+  bash scripts/install_seaweedfs.sh
+fi
