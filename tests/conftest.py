@@ -147,6 +147,13 @@ def require_seaweedfs() -> None:
     pytest.fail(reason)
 
 
+@pytest.fixture
+def seaweedfs_built():
+    """For a test that starts S3 servers of its own: the weed binary is there (else the
+    failure or skip of :func:`require_seaweedfs`)."""
+    require_seaweedfs()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3 server (SeaweedFS on free loopback ports, authentication on), one per test
