@@ -43,6 +43,7 @@ from typing import Self
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.local import seaweedfs_dist
 from topic_lineage.local.broker import _die_with_parent_preexec, free_port
+from topic_lineage.local.rest_catalog import _signal_group
 
 log = logging.getLogger(__name__)
 
@@ -344,8 +345,12 @@ class S3Server:
             process.wait(10)
 
     def close(self) -> None:
-        """:meth:`stop`, and remove the data directory if the server made it. Idempotent."""
-        self.stop()
+        """:meth:`stop`, and remove the data directory if the server made it (then without a
+        graceful stop, which can take SeaweedFS's filer 9 s: nothing of it is kept). Idempotent."""
+        if self._owns_dir:
+            self.kill()
+        else:
+            self.stop()
         atexit.unregister(self.close)
         if self._owns_dir and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -401,13 +406,6 @@ def _parent_dir() -> str | None:
     if setting:
         return setting
     return str(SHM) if SHM.is_dir() and os.access(SHM, os.W_OK) else None
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:
