@@ -201,6 +201,7 @@ class S3Server:
         until S3 answers and a PutObject succeeds, and create :attr:`bucket`."""
         if self.running:
             return self
+        self.stop()  # a process that exited by itself: reap it
         weed = seaweedfs_dist.weed_executable()
         self._prepare()
         # a free port can be taken before weed binds it: new ports, unless clients know them
@@ -223,6 +224,8 @@ class S3Server:
             atexit.register(self.close)
             log.info("local S3 server %s", self.describe())
             return self
+        if self.starts == 0:  # nothing of a server that never started is kept (the error quotes its log)
+            self.close()
         raise S3ServerError(last_error)
 
     def _prepare(self) -> None:
