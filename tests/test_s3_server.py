@@ -100,8 +100,9 @@ def test_pyarrow_writes_reads_lists_and_deletes(s3_bucket):
 
 
 def test_pyarrow_finds_the_server_from_the_environment_alone(s3_bucket):
-    """``FileSystem.from_uri("s3://...")`` in a process with only the standard variables set
-    (AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, keys, region): pyarrow reaches the local server."""
+    """``FileSystem.from_uri("s3://...")`` and a botocore client made without arguments, in a
+    process with only the standard variables set (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, keys,
+    region): both reach the local server, by path-style addressing without being told."""
     code = """
 import sys
 from pyarrow import fs
@@ -110,6 +111,10 @@ with s3.open_output_stream(path) as out:
     out.write(b"from the environment")
 with s3.open_input_stream(path) as stream:
     print(stream.read().decode(), type(s3).__name__)
+import botocore.session
+bucket, key = path.split("/", 1)
+client = botocore.session.get_session().create_client("s3")
+print(client.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
 """
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     for names in (("AWS_ENDPOINT_URL",), ("AWS_ENDPOINT_URL_S3",)):
@@ -119,7 +124,8 @@ with s3.open_input_stream(path) as stream:
                               env={**base, **env}, capture_output=True, text=True, timeout=120,
                               check=False)
         assert done.returncode == 0, f"{names}: {done.stderr[-1500:]}"
-        assert done.stdout.split() == ["from", "the", "environment", "S3FileSystem"], done.stdout
+        assert done.stdout.split() == ["from", "the", "environment", "S3FileSystem",
+                                       "from", "the", "environment"], done.stdout
     assert s3_bucket.keys("env/") == ["env/AWS_ENDPOINT_URL", "env/AWS_ENDPOINT_URL_S3"]
 
 

@@ -121,10 +121,9 @@ class S3Server:
             "AWS_DEFAULT_REGION": self.region,
             "AWS_ENDPOINT_URL": endpoint,
             "AWS_ENDPOINT_URL_S3": endpoint,
-            # path-style addressing: http://127.0.0.1:PORT/BUCKET/KEY (pyarrow's variable; botocore
-            # uses path style for an IP endpoint by itself)
-            "AWS_S3_ADDRESSING_STYLE": "path",
-            # nothing from a profile or the instance metadata service
+            # no variable is needed for path-style addressing (http://127.0.0.1:PORT/BUCKET/KEY):
+            # botocore and pyarrow use it for an IP endpoint by themselves (checked in
+            # tests/test_s3_server.py); and no probe of an instance metadata service
             "AWS_EC2_METADATA_DISABLED": "true",
         }
 
