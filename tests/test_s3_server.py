@@ -73,8 +73,12 @@ def test_stopped_or_killed_then_restarted_the_data_is_still_there(seaweedfs_buil
         assert [client.get_object(Bucket=server.bucket, Key=k)["Body"].read()
                 for k in ("a/1", "a/2")] == [b"one", b"two"]
         print(f"\nrestart: {server.describe()}")
+        ports = dict(server.ports)
         server.kill()  # the end needs no graceful stop (up to 9 s of SeaweedFS's filer)
     assert (tmp_path / "s3" / "weed.log").is_file()  # a directory given is kept
+    left = [p for p in Path("/tmp").glob("seaweedfs-*-grpc-*.sock")
+            if int(p.stem.rsplit("-", 1)[1]) in ports.values()]
+    assert not left, f"weed's gRPC sockets left in /tmp: {left}"
 
 
 # --- pyarrow ------------------------------------------------------------------------------------

@@ -337,6 +337,7 @@ class S3Server:
             _signal_group(process.pid, signal.SIGKILL)
             process.wait(10)
         _signal_group(process.pid, signal.SIGKILL)  # anything of the group still there
+        self._remove_sockets()
 
     def kill(self) -> None:
         """SIGKILL the server (a crash: nothing flushed); :meth:`start` serves the data again."""
@@ -345,6 +346,15 @@ class S3Server:
         if process is not None:
             _signal_group(process.pid, signal.SIGKILL)
             process.wait(10)
+            self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        """``weed server`` puts a Unix socket per gRPC port in /tmp (a fixed place:
+        ``/tmp/seaweedfs-<component>-grpc-<port>.sock``) and leaves them there: remove ours."""
+        for name in ("master", "volume", "filer", "s3"):
+            port = self.ports.get(f"{name}_grpc")
+            if port:
+                Path(f"/tmp/seaweedfs-{name}-grpc-{port}.sock").unlink(missing_ok=True)
 
     def close(self) -> None:
         """:meth:`stop`, and remove the data directory if the server made it (then without a
