@@ -11,7 +11,9 @@
 # both the install and that test. Likewise it installs .venv-iceberg/ (scripts/install_iceberg_peers.sh:
 # Spark 4.1 with Iceberg's runtime, DuckDB 1.5.5 with its iceberg extension, Iceberg's REST catalog
 # server) for tests/test_iceberg_peers.py, which fails without it; TOPIC_LINEAGE_NO_ICEBERG_PEERS=1
-# skips both.
+# skips both. scripts/install.sh builds SeaweedFS's weed binary (the S3 server of tests/test_s3_*.py;
+# missing, they fail) unless TOPIC_LINEAGE_NO_SEAWEEDFS=1, which --fast sets (they then run only
+# when it is already built).
 set -euo pipefail
 fast=()
 if [ "${1:-}" = "--fast" ]; then
@@ -20,6 +22,8 @@ if [ "${1:-}" = "--fast" ]; then
   fast=(-m "not slow")
   # --fast installs no .venv-iceberg/: its quick test (DuckDB) runs when it is there, else skips
   export TOPIC_LINEAGE_NO_ICEBERG_PEERS=${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-1}
+  # nor does it build SeaweedFS: the S3 tests run when its binary is already built, else skip
+  export TOPIC_LINEAGE_NO_SEAWEEDFS=${TOPIC_LINEAGE_NO_SEAWEEDFS:-1}
 fi
 cd "$(dirname "$0")/.."
 bash scripts/install.sh

@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated TOPIC_LINEAGE_HOME, one SparkSession, a real Kafka-protocol broker."""
+"""Shared fixtures: an isolated TOPIC_LINEAGE_HOME, one SparkSession, a real Kafka-protocol broker,
+a real S3 server."""
 
 from __future__ import annotations
 
@@ -141,21 +142,84 @@ def iceberg_postgres(_catalog_postgres):
     return _catalog_postgres.database
 
 
+_S3_STARTS: list[str] = []  # one line per S3 server a session started, printed at the end
+
+
+def started_s3_server(server) -> None:
+    """Record a started S3 server's one-line description (address, start time) for the summary."""
+    _S3_STARTS.append(server.describe())
+
+
+def require_seaweedfs() -> None:
+    """For a test that needs SeaweedFS's weed binary: a failure when it is not built, a skip
+    only when TOPIC_LINEAGE_NO_SEAWEEDFS=1 says it is deliberately not (scripts/test.sh --fast)."""
+    from topic_lineage.local import seaweedfs_dist
+
+    if seaweedfs_dist.is_built():
+        return
+    reason = (f"SeaweedFS's weed is not built ({seaweedfs_dist.weed_path()}): run "
+              "bash scripts/install_seaweedfs.sh")
+    if os.environ.get(seaweedfs_dist.SKIP_ENV) == "1":
+        pytest.skip(f"{seaweedfs_dist.SKIP_ENV}=1: {reason}")
+    pytest.fail(reason)
+
+
+@pytest.fixture
+def seaweedfs_built():
+    """For a test that starts S3 servers of its own: the weed binary is there (else the
+    failure or skip of :func:`require_seaweedfs`)."""
+    require_seaweedfs()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 server (SeaweedFS on free loopback ports, authentication on), one per test
+    session (per xdist worker). Tests that stop, kill or break a server start their own."""
+    require_seaweedfs()
+    from topic_lineage.local.s3_server import S3Server
+
+    with S3Server() as server:
+        started_s3_server(server)
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server, request):
+    """A new, empty bucket on the session's S3 server for this test (an ``S3Bucket``: ``env()``,
+    ``url(path)``, ``keys(prefix)``, ``client()``, ``filesystem()``), removed afterwards."""
+    bucket = s3_server.new_bucket(request.node.name)
+    yield bucket
+    if s3_server.running:
+        bucket.delete()
+
+
+@pytest.fixture
+def s3_proxy(s3_server):
+    """An ``S3FaultProxy`` in front of the session's S3 server, for this test."""
+    from topic_lineage.local.s3_faults import S3FaultProxy
+
+    with S3FaultProxy(s3_server.endpoint) as proxy:
+        yield proxy
+
+
 def pytest_sessionfinish(session):
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the lines to the controller
         workeroutput["broker_starts"] = list(_BROKER_STARTS)
+        workeroutput["s3_starts"] = list(_S3_STARTS)
 
 
 def pytest_testnodedown(node, error):
     _BROKER_STARTS.extend(getattr(node, "workeroutput", {}).get("broker_starts", []))
+    _S3_STARTS.extend(getattr(node, "workeroutput", {}).get("s3_starts", []))
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _BROKER_STARTS:
-        terminalreporter.section("local Kafka brokers")
-        for line in _BROKER_STARTS:
-            terminalreporter.write_line(line)
+    for title, lines in (("local Kafka brokers", _BROKER_STARTS), ("local S3 servers", _S3_STARTS)):
+        if lines:
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

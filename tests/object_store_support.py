@@ -1,0 +1,102 @@
+"""What the object-store tests share: a step's process on a worker of its own (its own empty
+``HOME``, ``TMPDIR`` and working copy; only the bucket and the catalog in common), the seeded
+history they store, and the tables they compare."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(ROOT / ".venv" / "bin" / "topic-lineage")
+
+QUERIES = {
+    "incarnations": "SELECT incarnation_key, cluster_id, topic_name, topic_id, version, change_type, "
+                    "is_current, valid_from, valid_to, deleted_at FROM topic_incarnations "
+                    "ORDER BY incarnation_key, version",
+    "runs": "SELECT cluster_id, captured_at, complete, held FROM snapshot_runs "
+            "ORDER BY cluster_id, captured_at",
+    "offsets": "SELECT count(*) AS n, count(incarnation_key) AS attributed FROM group_offsets",
+}
+
+
+def store_rounds(env: dict, first: int, last: int) -> None:
+    code = ("from tests.benchmarks.datagen import History; "
+            f"print(History(topics=40, clusters=2, seed=11).store_rounds({first}, {last}))")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                   env=env, cwd=str(ROOT), timeout=300)
+
+
+class Worker:
+    """One step's process environment: the shared store and catalog, and nothing else shared."""
+
+    def __init__(self, base: dict, root: Path):
+        self.root = root
+        for name in ("home", "tmp", "work"):
+            (root / name).mkdir(parents=True)
+        self.env = {**base, "HOME": str(root / "home"), "TMPDIR": str(root / "tmp"),
+                    "TOPIC_LINEAGE_WORK_DIR": str(root / "work")}
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run([CLI, *args], env=self.env, capture_output=True, text=True,
+                              cwd=str(self.root), timeout=600, check=False)
+        if check and done.returncode != 0:
+            raise AssertionError(f"topic-lineage {' '.join(args)} exited {done.returncode}:\n"
+                                 f"{done.stdout}\n{done.stderr}")
+        return done
+
+
+    def start(self, *args: str, **extra_env: str) -> subprocess.Popen:
+        """The step in the background (its output in ``<worker>/out.txt``)."""
+        out = open(self.root / "out.txt", "w")  # noqa: SIM115 - the child keeps it
+        return subprocess.Popen([CLI, *args], env={**self.env, **extra_env}, stdout=out,
+                                stderr=subprocess.STDOUT, cwd=str(self.root), text=True)
+
+    def output(self) -> str:
+        return (self.root / "out.txt").read_text()
+
+    def reached(self, stage: str) -> Path:
+        """The file a ``pause@<stage>`` fault creates when the step gets there."""
+        return self.root / "work" / f"fault-{stage}.reached"
+
+    def release(self, stage: str) -> None:
+        (self.root / "work" / f"fault-{stage}.release").touch()
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 300) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the step exited with {proc.returncode} before {path.name}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path.name} not reached in {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
+def shared_env(s3_env: dict, home_url: str, catalog_uri: str) -> dict:
+    """The environment every step shares: the home on S3 and the catalog on PostgreSQL."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYICEBERG_", "TOPIC_LINEAGE_", "AWS_"))}
+    env.update(s3_env, TOPIC_LINEAGE_HOME=home_url, TOPIC_LINEAGE_ICEBERG_CATALOG="shared",
+               PYICEBERG_CATALOG__SHARED__TYPE="sql", PYICEBERG_CATALOG__SHARED__URI=catalog_uri)
+    return env
+
+
+def query_all(worker: Worker) -> dict[str, str]:
+    return {name: worker.run("query", "--format", "json", sql).stdout for name, sql in QUERIES.items()}
+
+
+def local_tables(tmp_path: Path, rounds: list[tuple[int, int]]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYICEBERG_", "TOPIC_LINEAGE_"))}
+    env.update(TOPIC_LINEAGE_HOME=str(tmp_path / "local-home"), HOME=str(tmp_path / "local-user"))
+    for first, last in rounds:
+        store_rounds(env, first, last)
+    subprocess.run([CLI, "build", "--full-refresh"], env=env, check=True, capture_output=True,
+                   timeout=600, cwd=str(tmp_path))
+    return {name: subprocess.run([CLI, "query", "--format", "json", sql], env=env, check=True,
+                                 capture_output=True, text=True, timeout=300).stdout
+            for name, sql in QUERIES.items()}

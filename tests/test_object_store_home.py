@@ -1,0 +1,151 @@
+"""The home on object storage (issue #45): ``TOPIC_LINEAGE_HOME=s3://bucket/prefix`` on a real
+S3 server (SeaweedFS on loopback), the Iceberg catalog on PostgreSQL, and every step in a
+process of its own with its own empty ``HOME``, ``TMPDIR`` and working copy: the steps share
+only the bucket and the catalog, as Airflow tasks on different workers do. The tables equal
+those of the same history built on the local disk.
+
+The store's writes are whole objects; a snapshot's name is claimed with a conditional write, so
+a different snapshot under the same name is a conflict whoever writes second; a location that
+refuses the credentials is one clear line and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.object_store_support import (
+    ROOT,
+    Worker,
+    local_tables,
+    query_all,
+    shared_env,
+    store_rounds,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.s3]
+
+
+@pytest.fixture
+def shared(s3_bucket, iceberg_postgres, tmp_path):
+    return shared_env(s3_bucket.env(), s3_bucket.url("home"), iceberg_postgres(tmp_path.name))
+
+def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(shared, s3_bucket, tmp_path):
+    """Store, build, validate, publish and query each in a fresh process; then more snapshots
+    and an incremental build on yet another: the tables equal a local full build's."""
+    store_rounds(Worker(shared, tmp_path / "capture-1").env, 0, 6)
+    Worker(shared, tmp_path / "build-1").run("build", "--no-publish", "--no-validate",
+                                              "--version-id", "v1")
+    verdict = Worker(shared, tmp_path / "gate-1").run("validate", "--version", "v1")
+    assert "passed" in verdict.stdout.lower(), verdict.stdout
+    Worker(shared, tmp_path / "publish-1").run("publish", "v1")
+    first = query_all(Worker(shared, tmp_path / "query-1"))
+    assert len(json.loads(first["incarnations"])) > 40
+
+    store_rounds(Worker(shared, tmp_path / "capture-2").env, 6, 10)
+    built = Worker(shared, tmp_path / "build-2").run("build", "--version-id", "v2")
+    assert "incremental" in built.stdout + built.stderr, built.stdout + built.stderr
+    second = query_all(Worker(shared, tmp_path / "query-2"))
+    assert second != first
+
+    assert second == local_tables(tmp_path, [(0, 6), (6, 10)])
+    listed = s3_bucket.keys("home/")
+    assert any(k.startswith("home/snapshots/cluster=") for k in listed)
+    assert any(k.startswith("home/warehouse/versions/v2/topic_incarnations/") for k in listed)
+    assert any(k.startswith("home/warehouse/iceberg/") and k.endswith(".metadata.json") for k in listed)
+    # nothing of a step's own outlives it on another's disk: each worker has only its own copy
+    assert not (tmp_path / "query-2" / "work" / "warehouse" / "catalog.db").exists()
+
+
+def test_a_different_snapshot_under_a_stored_name_is_a_conflict_on_any_worker(shared, tmp_path):
+    code = """
+import os, sys
+from datetime import UTC, datetime
+from topic_lineage import store
+from topic_lineage.snapshot import Snapshot, TopicObservation
+name = sys.argv[1]
+topics = (TopicObservation(name, "AAAAAAAAAAAAAAAAAAAAAA", 1, 1, False, None),)
+snap = Snapshot("c1", "one", datetime(2026, 11, 1, tzinfo=UTC), True, topics)
+try:
+    print(store.save(snap))
+except store.SnapshotConflictError as exc:
+    print("CONFLICT", exc)
+"""
+    runs = [subprocess.run([sys.executable, "-c", code, topic], env=Worker(shared, tmp_path / f"w{i}").env,
+                           capture_output=True, text=True, cwd=str(ROOT), timeout=120, check=False)
+            for i, topic in enumerate(["orders", "orders", "payments"])]
+    outs = [r.stdout.strip() + r.stderr.strip()[-300:] for r in runs]
+    assert outs[0].startswith("1 snapshot(s) stored"), outs
+    assert outs[1].startswith("0 snapshot(s) stored, 1 already present"), outs
+    assert outs[2].startswith("CONFLICT") and "already stored" in outs[2], outs
+    listed = Worker(shared, tmp_path / "reader").run("snapshots").stdout
+    assert "c1" in listed and listed.count("2026-11-01") == 1, listed
+
+
+def test_refused_credentials_are_one_line_and_change_nothing(shared, s3_bucket, tmp_path):
+    store_rounds(Worker(shared, tmp_path / "capture").env, 0, 2)
+    before = s3_bucket.keys("home/")
+    wrong = Worker({**shared, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}, tmp_path / "wrong")
+    done = wrong.run("build", check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = done.stderr.strip()
+    assert message.count("\n") == 0 and "Traceback" not in message, message
+    assert "refused the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message, message
+    assert "not-the-secret" not in message
+    assert s3_bucket.keys("home/") == before
+
+
+def test_a_live_capture_and_the_lineage_export_on_workers_of_their_own(shared, broker, s3_bucket, tmp_path):
+    """A capture from a real broker, a delete and re-create, a second capture, a build, then
+    the OpenLineage export on one worker and again on another: the second sends nothing (what
+    was sent is recorded on the object store, not on the first worker's disk)."""
+    from tests.lineage_receiver import Receiver, by_kind
+
+    bootstrap = broker.bootstrap_servers
+    broker.create_topics([("orders", 2), "payments"])
+    Worker(shared, tmp_path / "capture-1").run("snapshot", "--cluster", "prod", "--bootstrap-servers", bootstrap)
+    broker.delete_topics(["orders"])
+    broker.create_topics([("orders", 2)])
+    Worker(shared, tmp_path / "capture-2").run("snapshot", "--cluster", "prod", "--bootstrap-servers", bootstrap)
+    Worker(shared, tmp_path / "build").run("build")
+    incarnations = json.loads(Worker(shared, tmp_path / "query").run(
+        "query", "--format", "json",
+        "SELECT topic_id, deleted_at IS NULL AS live FROM topic_incarnations WHERE topic_name = 'orders'").stdout)
+    assert sorted(row["live"] for row in incarnations) == [False, True], incarnations
+    with Receiver() as receiver:
+        first = Worker({**shared, "OPENLINEAGE_URL": receiver.url}, tmp_path / "lineage-1")
+        first.run("lineage", "emit")
+        sent = len(receiver.events)
+        assert ("DROP", "orders") in {(kind, name) for kind, name, _ in by_kind(receiver.events)}
+        again = Worker({**shared, "OPENLINEAGE_URL": receiver.url}, tmp_path / "lineage-2")
+        again.run("lineage", "emit")
+        assert len(receiver.events) == sent > 0
+    assert any(k.startswith("home/warehouse/openlineage/emitted/") for k in s3_bucket.keys("home/"))
+
+
+def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket, tmp_path, monkeypatch):
+    """Spark's standalone master with two workers, each in its own working directory; the
+    store and the version only on S3. The walk tasks run on the workers' executors, read the
+    snapshots and write the version through S3, and the tables equal a local build's."""
+    from topic_lineage.local.standalone import standalone_cluster
+
+    for key, value in s3_bucket.env().items():  # the workers' (and so the executors') credentials
+        monkeypatch.setenv(key, value)
+    store_rounds(Worker(shared, tmp_path / "capture").env, 0, 5)
+    with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=tmp_path / "cluster") as cluster:
+        driver = Worker(shared, tmp_path / "driver")
+        driver.env["PYSPARK_SUBMIT_ARGS"] = " ".join(
+            [f"--conf {k}={v}" for k, v in cluster.driver_conf(executor_memory="512m").items()]
+            + ["pyspark-shell"])
+        driver.run("build", "--version-id", "vs", "--master", cluster.master_url)
+    fs = s3_bucket.filesystem()
+    with fs.open_input_stream(f"{s3_bucket.name}/home/warehouse/versions/vs/manifest.json") as f:
+        manifest = json.loads(f.read())
+    executors = {task["executor"] for task in manifest["walk_tasks"].values()}
+    assert executors and executors <= {"0", "1"}, manifest["walk_tasks"]
+    assert query_all(Worker(shared, tmp_path / "query")) == local_tables(tmp_path, [(0, 5)])
+    # the executors' directories hold no snapshot file: they read the store on S3
+    assert not list((tmp_path / "cluster").rglob("*.parquet"))
