@@ -25,8 +25,10 @@ from tests.object_store_support import (
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
 
-def _published(worker: Worker) -> str:
-    return worker.run("versions").stdout
+def _published_versions(worker: Worker) -> list[str]:
+    """The versions ``topic-lineage versions`` marks published (``*``)."""
+    listed = worker.run("versions").stdout
+    return [line.split()[1] for line in listed.splitlines() if line.startswith("* ")]
 
 
 def test_the_server_stopped_mid_build_publishes_nothing_and_the_next_build_completes(
@@ -47,30 +49,38 @@ def test_the_server_stopped_mid_build_publishes_nothing_and_the_next_build_compl
         assert "cannot reach" in last or "127.0.0.1" in last, builder.output()
         assert "Traceback" not in builder.output()
         server.start()
-        assert "0 version(s)" in _published(Worker(shared, tmp_path / "look")) or \
-            "* " not in _published(Worker(shared, tmp_path / "look-2"))
+        assert _published_versions(Worker(shared, tmp_path / "look")) == []
         Worker(shared, tmp_path / "build-2").run("build", "--version-id", "v2")
         tables = query_all(Worker(shared, tmp_path / "query"))
     assert tables == local_tables(tmp_path, [(0, 5)])
 
 
 def test_two_builds_at_once_one_publishes_the_other_fails_clearly(tmp_path, s3_bucket, iceberg_postgres):
+    """Both builds paused where publishing moves ``main`` (or stopped before, having lost on a
+    table), then let go together: exactly one publishes; the other says in one line that the
+    table changed meanwhile and that nothing it published changed."""
+    import time
+
     shared = shared_env(s3_bucket.env(), s3_bucket.url("home"), iceberg_postgres("two"))
     store_rounds(Worker(shared, tmp_path / "capture").env, 0, 4)
-    first, second = Worker(shared, tmp_path / "build-a"), Worker(shared, tmp_path / "build-b")
-    a = first.start("build", "--version-id", "va", TOPIC_LINEAGE_FAULT="pause@publish")
-    b = second.start("build", "--version-id", "vb", TOPIC_LINEAGE_FAULT="pause@publish")
-    wait_for(first.reached("publish"), a)
-    wait_for(second.reached("publish"), b)
-    first.release("publish")
-    assert a.wait(timeout=300) == 0, first.output()
-    second.release("publish")
-    assert b.wait(timeout=300) != 0, second.output()
-    said = second.output().strip().splitlines()[-1]
-    assert "changed meanwhile" in said and "nothing published changed" in said, second.output()
-    listed = _published(Worker(shared, tmp_path / "look"))
-    published = [line.split()[1] for line in listed.splitlines() if line.startswith("* ")]
-    assert published == ["va"], listed
+    builds = {}
+    for version in ("va", "vb"):
+        worker = Worker(shared, tmp_path / f"build-{version}")
+        builds[version] = (worker, worker.start("build", "--version-id", version,
+                                                TOPIC_LINEAGE_FAULT="pause@publish"))
+    deadline = time.monotonic() + 600
+    while not all(w.reached("publish").exists() or p.poll() is not None for w, p in builds.values()):
+        assert time.monotonic() < deadline, [w.output()[-500:] for w, _ in builds.values()]
+        time.sleep(0.2)
+    for worker, _ in builds.values():
+        worker.release("publish")
+    codes = {version: proc.wait(timeout=300) for version, (_, proc) in builds.items()}
+    winners = [version for version, code in codes.items() if code == 0]
+    assert len(winners) == 1, {v: w.output()[-800:] for v, (w, _) in builds.items()}
+    loser = next(worker for version, (worker, _) in builds.items() if version not in winners)
+    said = loser.output().strip().splitlines()[-1]
+    assert "changed meanwhile" in said and "nothing published changed" in said, loser.output()
+    assert _published_versions(Worker(shared, tmp_path / "look")) == winners
     assert query_all(Worker(shared, tmp_path / "query")) == local_tables(tmp_path, [(0, 4)])
 
 

@@ -14,27 +14,20 @@ the driver JVM from its start, and this test process's JVM may be another test m
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from topic_lineage.spark import object_store_conf
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.s3]
 ROOT = Path(__file__).resolve().parents[1]
-# The SeaweedFS binary another branch builds (topic_lineage/local/s3_server.py, branch s3server);
-# until that lands, $TOPIC_LINEAGE_WEED or this path.
-WEED = Path(os.environ.get("TOPIC_LINEAGE_WEED", "/work/scratch/weed/bin/weed"))
 ACCESS_KEY = "tl-test-access"
 SECRET_KEY = "tl-test-secret-5f2a9c1e7b"  # a value no Spark setting could hold by chance
 BUCKET = "lineage"
@@ -46,74 +39,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=1)
-    except urllib.error.HTTPError:
-        return True  # S3 answers an anonymous request with 403: it is up
-    except OSError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory):
-    """A SeaweedFS server (master, volume, filer, S3 gateway) on free loopback ports with one
-    identity, and the bucket; yields the endpoint URL. A private stand-in for the shared
-    ``s3_server`` fixture of the s3server branch."""
-    if not WEED.is_file():
-        pytest.skip(f"no SeaweedFS binary at {WEED} (set TOPIC_LINEAGE_WEED)")
-    work = tmp_path_factory.mktemp("weed")
-    (work / "data").mkdir()
-    identities = {"identities": [{"name": "tl", "credentials": [
-        {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
-    (work / "s3.json").write_text(json.dumps(identities))
-    s3_port = _free_port()
-    ports = {flag: _free_port() for flag in (
-        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-        "filer.port.grpc", "s3.port.grpc")}
-    command = [str(WEED), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={work / 'data'}",
-               # small volumes, and room for many: each bucket is a collection with volumes of
-               # its own, and at the default 30 GB a disk with less free space gets none
-               "-master.volumeSizeLimitMB=64", "-volume.max=64", "-volume.preStopSeconds=0",
-               "-master.telemetry=false", "-filer", "-s3", f"-s3.port={s3_port}",
-               f"-s3.config={work / 's3.json'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-               *(f"-{flag}={port}" for flag, port in ports.items())]
-    log = (work / "weed.log").open("wb")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=work)
-    endpoint = f"http://127.0.0.1:{s3_port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not _answers(endpoint):
-            assert proc.poll() is None, (work / "weed.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "SeaweedFS S3 did not answer in 60 s"
-            time.sleep(0.3)
-        from pyarrow.fs import S3FileSystem
+def s3_endpoint():
+    """The project's S3 server (SeaweedFS, topic_lineage.local.s3_server) with this module's
+    identity and bucket; yields its endpoint URL."""
+    from tests.conftest import require_seaweedfs
+    from topic_lineage.local.s3_server import S3Server
 
-        store = S3FileSystem(endpoint_override=endpoint, scheme="http", access_key=ACCESS_KEY,
-                             secret_key=SECRET_KEY, region="us-east-1",
-                             allow_bucket_creation=True)
-        deadline = time.monotonic() + 60
-        while True:  # the gateway answers before the filer and volume take writes
-            try:
-                store.create_dir(BUCKET)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        yield endpoint
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(15)
-        if proc.poll() is None:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-        log.close()
+    require_seaweedfs()
+    with S3Server(bucket=BUCKET, access_key=ACCESS_KEY, secret_key=SECRET_KEY) as server:
+        yield server.endpoint
 
 
 def s3_env(endpoint: str, secret: str = SECRET_KEY) -> dict[str, str]:
