@@ -247,6 +247,10 @@ _LONGEST_FIRST = (  # by their measured time in a full run (CI rehearsal, 2 work
     "test_scd_properties.py",
     "test_bench_dbt.py",
     "test_iceberg_peers.py",  # 4 min alone on a busy machine (two Spark 4.1 starts)
+    "test_object_store_home.py",  # 5-6 min alone: a Spark driver per step, S3 and PostgreSQL
+    "test_object_store_faults.py",  # 4-5 min alone
+    "test_spark_s3.py",  # 3-4 min alone: a Spark driver per scenario
+    "test_s3_server.py",  # 1.5 min: three server starts
     "test_ui_real_build.py",
     "test_ui_browser.py",
 )
