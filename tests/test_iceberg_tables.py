@@ -163,11 +163,13 @@ def test_a_half_published_version_reads_whole_and_the_next_publish_completes(spa
     assert heads[t.TOPIC_INCARNATIONS] == "old"
     assert {heads[x] for x in t.TABLES if x != t.TOPIC_INCARNATIONS} == {"new"}
     assert wh.current_version() == "old"
+    assert iceberg._pyiceberg_published_version() == "old"  # the SQL fast path reads as pyiceberg
     assert duckdb_rows("old", t.SNAPSHOT_RUNS) == duckdb_rows(wh.current_version(), t.SNAPSHOT_RUNS)
     assert len(duckdb_rows(wh.current_version(), t.SNAPSHOT_RUNS)) == 1  # not the new version's two
 
     assert wh.publish("new").published
     assert main_versions() == dict.fromkeys(t.TABLES, "new")
+    assert wh.current_version() == iceberg._pyiceberg_published_version() == "new"
 
 
 def test_someone_elses_commit_between_load_and_publish_fails_clearly(spark, tl_home, monkeypatch):

@@ -42,6 +42,15 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     verdict = Worker(shared, tmp_path / "gate-1").run("validate", "--version", "v1")
     assert "passed" in verdict.stdout.lower(), verdict.stdout
     Worker(shared, tmp_path / "publish-1").run("publish", "v1")
+    # the published version read from PostgreSQL and the metadata file on S3 with their own
+    # drivers (a no-op build's path, no pyiceberg) is what pyiceberg reads
+    readers = subprocess.run(
+        [sys.executable, "-c", ("from topic_lineage.warehouse import iceberg as i; "
+         "n, p, _ = i.catalog_properties(); "
+         "print(i._sql_published_version(n, p), i._pyiceberg_published_version())")],
+        env=Worker(shared, tmp_path / "readers").env, capture_output=True, text=True,
+        cwd=str(ROOT), timeout=120, check=True)
+    assert readers.stdout.split() == ["v1", "v1"], readers.stdout + readers.stderr
     first = query_all(Worker(shared, tmp_path / "query-1"))
     assert len(json.loads(first["incarnations"])) > 40
 

@@ -374,9 +374,14 @@ def published_version() -> str | None:
     published version); None when nothing is published through Iceberg. When someone else
     committed to ``main`` on top of ours, the version is the newest of ours in its ancestry: our
     readers read the tables as we published them."""
-    name, props, embedded = catalog_properties()
-    if embedded:  # read straight from the SQLite file and the metadata file: no pyiceberg import
-        return _embedded_published_version(name, props)
+    name, props, _ = catalog_properties()
+    fast = _sql_published_version(name, props)
+    if fast is not _NO_FAST_PATH:
+        return fast
+    return _pyiceberg_published_version()
+
+
+def _pyiceberg_published_version() -> str | None:
     from pyiceberg.table.snapshots import ancestors_of
 
     lead = load_table(LEAD_TABLE)
@@ -389,26 +394,26 @@ def published_version() -> str | None:
     return None
 
 
-def _embedded_published_version(name: str, props: dict[str, str]) -> str | None:
-    """:func:`published_version` of the embedded SQL catalog, read with sqlite3 and json (the
-    answer pyiceberg gives; tests compare them): a query costs milliseconds, not pyiceberg's
-    imports."""
-    import json
-    import sqlite3
+_NO_FAST_PATH = object()
 
-    database = Path(props["uri"].removeprefix("sqlite:///"))
-    if not database.exists():
-        return None
+
+def _sql_published_version(name: str, props: dict[str, str]):
+    """:func:`published_version` of a SQL catalog on SQLite (the embedded one) or PostgreSQL,
+    read with the database's own driver, the metadata file with json (the answer pyiceberg
+    gives; tests compare them): a no-op build or a query costs milliseconds here, not
+    pyiceberg's and SQLAlchemy's imports (two seconds). ``_NO_FAST_PATH`` for other catalogs."""
+    import json
+
+    if props.get("type", "sql") != "sql" or not props.get("uri", "").startswith(
+            ("sqlite:///", "postgresql://", "postgresql+psycopg2://")):
+        return _NO_FAST_PATH
     try:
-        with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as con:
-            row = con.execute(
-                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND "
-                "table_namespace = ? AND table_name = ?", (name, NAMESPACE, LEAD_TABLE)).fetchone()
-        if row is None:
+        found = _lead_metadata_location(name, props)
+        if found is None:
             return None
-        metadata = json.loads(Path(_local(row[0])).read_text())
-    except (sqlite3.Error, OSError, ValueError) as exc:
-        raise CatalogError(f"the embedded Iceberg catalog {database} cannot be read: "
+        metadata = json.loads(_read_metadata(found))
+    except (OSError, ValueError) as exc:
+        raise CatalogError(f"Iceberg catalog {name!r} ({catalog_place(props)}) cannot be read: "
                            f"{_reason(exc)}") from None
     snapshots = {s["snapshot-id"]: s for s in metadata.get("snapshots", [])}
     current = (metadata.get("refs", {}).get(MAIN) or {}).get("snapshot-id")
@@ -419,6 +424,65 @@ def _embedded_published_version(name: str, props: dict[str, str]) -> str | None:
             return version
         current = snapshot.get("parent-snapshot-id")
     return None
+
+
+_LEAD_ROW = ("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = {p} AND "
+             "table_namespace = {p} AND table_name = {p}")
+
+
+def _lead_metadata_location(name: str, props: dict[str, str]) -> str | None:
+    """The lead table's current metadata file, from the catalog's ``iceberg_tables`` row (the
+    JDBC catalog's layout, which pyiceberg's SQL catalog keeps); None without one."""
+    uri = props["uri"]
+    key = (name, NAMESPACE, LEAD_TABLE)
+    if uri.startswith("sqlite:///"):
+        import sqlite3
+
+        database = Path(uri.removeprefix("sqlite:///"))
+        if not database.exists():
+            return None
+        try:
+            with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as con:
+                row = con.execute(_LEAD_ROW.format(p="?"), key).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise OSError(str(exc)) from None
+        return row[0] if row else None
+    from urllib.parse import parse_qsl, unquote, urlparse
+
+    import psycopg2
+
+    parsed = urlparse(uri)
+    try:
+        con = psycopg2.connect(host=parsed.hostname, port=parsed.port or 5432,
+                               user=unquote(parsed.username or ""), password=unquote(parsed.password or ""),
+                               dbname=parsed.path.lstrip("/"), connect_timeout=10,
+                               **dict(parse_qsl(parsed.query)))
+    except psycopg2.Error as exc:
+        raise OSError(" ".join(str(exc).split())) from None
+    try:
+        with con.cursor() as cur:
+            cur.execute(_LEAD_ROW.format(p="%s"), key)
+            row = cur.fetchone()
+    except psycopg2.errors.UndefinedTable:
+        return None
+    except psycopg2.Error as exc:
+        raise OSError(" ".join(str(exc).split())) from None
+    finally:
+        con.close()
+    return row[0] if row else None
+
+
+def _read_metadata(where: str) -> str:
+    """A metadata file's text: on the local disk, or on object storage through the seam."""
+    from topic_lineage import location
+
+    local = _local(where)
+    if not location.is_url(local):
+        return Path(local).read_text()
+    found = location.parse(local, setting="the catalog's metadata location")
+    return location.read_object(found.filesystem(), found.key()).decode()
 
 
 def version_snapshots(version: str) -> dict[str, int]:
