@@ -66,21 +66,6 @@ def _local(relative: str) -> Path:
     return _home() / relative
 
 
-def check() -> None:
-    """Raise one clear :class:`LocationError` unless the home's store answers with these
-    credentials and its bucket exists (one request)."""
-    where = store()
-    if where is None:
-        return
-    import pyarrow.fs as pafs
-
-    with _translated(where, f"cannot use {where.url}"):
-        info = where.filesystem().get_file_info(where.bucket)
-        if info.type == pafs.FileType.NotFound:
-            raise LocationError(f"cannot use {where.url}: bucket {where.bucket!r} does not exist "
-                                "(create it, or fix $TOPIC_LINEAGE_HOME)")
-
-
 def listing(relative_dir: str) -> dict[str, tuple[int, int]]:
     """Every object under ``relative_dir`` as ``path under it -> (size, modified ns)``;
     hidden names (``.``/``_`` first) are left out. One LIST request per 1,000 objects."""
