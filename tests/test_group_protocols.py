@@ -61,14 +61,15 @@ def member(broker, group: str, protocol: str, topic: str) -> Consumer:
 
 
 def consume(consumer: Consumer, count: int) -> int:
-    """Read ``count`` records; the position after them."""
-    seen, deadline = 0, time.monotonic() + 60
-    while seen < count:
-        assert time.monotonic() < deadline, f"read {seen} of {count} records"
+    """Read records until the consumer's position is ``count`` (the first ``count`` records:
+    ``member``'s polls for the assignment may already have returned some); that position."""
+    position, deadline = 0, time.monotonic() + 60
+    while position < count:
+        assert time.monotonic() < deadline, f"at position {position} of {count}"
         message = consumer.poll(0.5)
         if message is not None and message.error() is None:
-            seen += 1
-    return message.offset() + 1
+            position = message.offset() + 1
+    return position
 
 
 def committed(broker, group: str, topic: str) -> dict[int, int]:

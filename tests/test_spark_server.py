@@ -234,7 +234,7 @@ def test_the_server_refuses_clients_without_its_token(tl_home, monkeypatch):
         assert without.returncode != 0 and "rows" not in without.stdout
         assert "No authentication token provided" in without.stderr, without.stderr[-3000:]
 
-        wrong = _client(tl_home, "x" + token[1:], url)
+        wrong = _client(tl_home, ("y" if token[0] == "x" else "x") + token[1:], url)  # never the token
         assert wrong.returncode != 0 and "rows" not in wrong.stdout
         assert "Invalid authentication token" in wrong.stderr, wrong.stderr[-3000:]
 

@@ -115,11 +115,28 @@ def _serve_one(conn, listener, loaded: list, package: str, threads: int) -> None
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        # The child runs the command only once the caller has its pid: a command that ends at
+        # once (a usage error) would otherwise send its exit status first, the caller would take
+        # it for a refusal and run the command itself, and this process would write to a closed
+        # connection. A caller gone meanwhile gets nothing run for it.
+        go_read, go_write = os.pipe()
         pid = os.fork()
         if pid == 0:
             listener.close()
+            os.close(go_write)
+            if os.read(go_read, 1) != b"1":
+                os._exit(1)
+            os.close(go_read)
             _child(conn, request, fds)  # never returns
-        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        os.close(go_read)
+        try:
+            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        except OSError as exc:
+            os.close(go_write)  # the child exits without running anything
+            print(f"caller gone before child {pid} started: {exc}", flush=True)
+            return
+        os.write(go_write, b"1")
+        os.close(go_write)
         print(f"child {pid}: topic-lineage {' '.join(request['argv'])}", flush=True)
     finally:
         for fd in fds:
