@@ -22,7 +22,7 @@ from tests.object_store_support import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 
 def _published_versions(worker: Worker) -> list[str]:

@@ -26,7 +26,7 @@ from tests.object_store_support import (
     store_rounds,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 
 @pytest.fixture

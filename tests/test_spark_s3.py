@@ -26,7 +26,7 @@ import pytest
 
 from topic_lineage.spark import object_store_conf
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 ACCESS_KEY = "tl-test-access"
 SECRET_KEY = "tl-test-secret-5f2a9c1e7b"  # a value no Spark setting could hold by chance
