@@ -66,6 +66,12 @@ def _local(relative: str) -> Path:
     return _home() / relative
 
 
+def relative_name(path: Path) -> str:
+    """The home-relative name (``/``-separated) of a file of the working copy: its object's key
+    under the home."""
+    return Path(path).relative_to(_home()).as_posix()
+
+
 def listing(relative_dir: str) -> dict[str, tuple[int, int]]:
     """Every object under ``relative_dir`` as ``path under it -> (size, modified ns)``;
     hidden names (``.``/``_`` first) are left out. One LIST request per 1,000 objects."""
@@ -202,7 +208,7 @@ def url(path: Path) -> str:
     where = store()
     if where is None:
         return Path(path).as_uri()
-    return where.url_of(Path(path).relative_to(_home()).as_posix())
+    return where.url_of(relative_name(path))
 
 
 def local_copies(names: Iterable[str]) -> list[str]:

@@ -119,19 +119,15 @@ def stored_hash(path: Path) -> str | None:
 # the two files, so two processes storing different snapshots under one (cluster, time) never
 # mix their files: the second gets SnapshotConflictError. A writer killed after its claim leaves
 # a claim without a file, which the next store of the same snapshot completes.
-def _relative(path: Path) -> str:
-    return path.relative_to(t.home()).as_posix()
-
-
 def _claim_of(path: Path) -> Path:
     return path.parent / f".{path.name}.claim"
 
 
 def _claimed_hash(path: Path) -> str | None:
-    claim = objects.fetch(_relative(_claim_of(path)), refresh=True)
+    claim = objects.fetch(objects.relative_name(_claim_of(path)), refresh=True)
     if claim is None:
         return None
-    if not objects.exists(_relative(path)):  # claimed by a writer that did not finish
+    if not objects.exists(objects.relative_name(path)):  # claimed by a writer that did not finish
         return None
     return claim.read_text().strip()
 
@@ -141,9 +137,9 @@ def _claim_to_store(snapshot: Snapshot, path: Path) -> None:
     claim = _claim_of(path)
     claim.parent.mkdir(parents=True, exist_ok=True)
     claim.write_text(snapshot.content_hash())
-    if objects.push_new(_relative(claim)):
+    if objects.push_new(objects.relative_name(claim)):
         return
-    theirs = objects.fetch(_relative(claim), refresh=True)
+    theirs = objects.fetch(objects.relative_name(claim), refresh=True)
     if theirs is None or theirs.read_text().strip() != snapshot.content_hash():
         path.unlink(missing_ok=True)
         raise _conflict(snapshot, path)
@@ -183,8 +179,8 @@ def _push_stored(snapshot: Snapshot, path: Path) -> None:
     _claim_to_store(snapshot, path)
     groups = group_path(snapshot.cluster_id, snapshot.captured_at)
     if snapshot.groups_complete is not None:
-        objects.push(_relative(groups))
-    objects.push(_relative(path))
+        objects.push(objects.relative_name(groups))
+    objects.push(objects.relative_name(path))
 
 
 def _to_arrow(snapshot: Snapshot, source: str):
@@ -485,7 +481,7 @@ def quarantine(path: Path | str) -> Path:
     path = Path(path).resolve()
     root = t.snapshots_dir().resolve()
     if objects.store() is not None and root in path.parents and not path.exists():
-        objects.fetch(_relative(path))  # named by a build's error: the store's file
+        objects.fetch(objects.relative_name(path))  # named by a build's error: the store's file
     if root not in path.parents or not path.is_file():
         raise StoreError(f"{path} is not a file in the snapshot store ({root})")
     target = t.quarantine_dir() / path.relative_to(root)
@@ -497,8 +493,8 @@ def quarantine(path: Path | str) -> Path:
         group_target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(groups), group_target)
     if objects.store() is not None:  # the store's copy moves too, the quarantined one first
-        objects.push(_relative(target))
-        objects.remove([_relative(path), _relative(groups), _relative(_claim_of(path))])
+        objects.push(objects.relative_name(target))
+        objects.remove([objects.relative_name(path), objects.relative_name(groups), objects.relative_name(_claim_of(path))])
         _new_generation()
     return target
 

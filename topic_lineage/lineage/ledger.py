@@ -52,14 +52,10 @@ def exclusive() -> Iterator[bool]:
         yield acquired
 
 
-def _relative(path: Path) -> str:
-    return path.relative_to(t.home()).as_posix()
-
-
 def _fetch_batches() -> None:
     """With the home on object storage: every batch into the working copy (each once)."""
     if objects.store() is not None:
-        prefix = _relative(_batches_dir())
+        prefix = objects.relative_name(_batches_dir())
         objects.fetch_all(f"{prefix}/{name}" for name in objects.listing(prefix))
 
 
@@ -94,16 +90,16 @@ def record(keys: Iterable[str], version: str, transport: str) -> None:
     while True:
         path = directory / f"{number:08d}.json"
         write_durably(path, body)
-        if objects.push_new(_relative(path)):
+        if objects.push_new(objects.relative_name(path)):
             return
-        objects.fetch(_relative(path), refresh=True)  # another emission's batch took the number
+        objects.fetch(objects.relative_name(path), refresh=True)  # another emission's batch took the number
         number += 1
 
 
 def completed() -> str | None:
     """The last version whose every change was emitted (None: none, or unreadable)."""
     if objects.store() is not None:
-        objects.fetch(_relative(ledger_dir() / "completed.json"), refresh=True)
+        objects.fetch(objects.relative_name(ledger_dir() / "completed.json"), refresh=True)
     try:
         return json.loads((ledger_dir() / "completed.json").read_text())["version"]
     except (OSError, ValueError, KeyError):
@@ -115,4 +111,4 @@ def complete(version: str) -> None:
         ledger_dir().mkdir(parents=True, exist_ok=True)
         write_durably(ledger_dir() / "completed.json",
                       json.dumps({"version": version, "at": now_text()}))
-        objects.push(_relative(ledger_dir() / "completed.json"))
+        objects.push(objects.relative_name(ledger_dir() / "completed.json"))

@@ -92,7 +92,7 @@ def remove_unless_read(name: str) -> bool:
 
         iceberg.drop_version(name)  # its branch and snapshots first: no table names its files
         if objects.store() is not None:
-            objects.remove_tree(version_dir(name).relative_to(t.home()).as_posix())
+            objects.remove_tree(objects.relative_name(version_dir(name)))
         shutil.rmtree(version_dir(name), ignore_errors=True)
         path.unlink(missing_ok=True)
     return True

@@ -52,14 +52,10 @@ def new_version_id() -> str:
     return f"v{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:6]}"
 
 
-def _relative(path: Path) -> str:
-    return path.relative_to(t.home()).as_posix()
-
-
 def read_manifest(version: str) -> dict:
     path = version_dir(version) / MANIFEST
     if objects.store() is not None:  # a manifest changes (its status): read the store's
-        objects.fetch(_relative(path), refresh=True)
+        objects.fetch(objects.relative_name(path), refresh=True)
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -76,7 +72,7 @@ def write_manifest(version: str, manifest: dict) -> None:
     that owns the version's next step; publishing is the catalog's compare-and-swap)."""
     path = version_dir(version) / MANIFEST
     write_durably(path, json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    objects.push(_relative(path))
+    objects.push(objects.relative_name(path))
 
 
 def fetch_version(version: str) -> Path:
@@ -84,7 +80,7 @@ def fetch_version(version: str) -> Path:
     object store when missing: a version's files never change); its directory with a local home."""
     folder = version_dir(version)
     if objects.store() is not None:
-        prefix = _relative(folder)
+        prefix = objects.relative_name(folder)
         objects.fetch_all(f"{prefix}/{r}" for r in objects.listing(prefix) if r != MANIFEST)
         if objects.exists(f"{prefix}/{MANIFEST}"):
             read_manifest(version)
@@ -95,7 +91,7 @@ def tables_of(version: str) -> set[str]:
     """The tables a version has files of (directories of it; on object storage, one listing)."""
     folder = version_dir(version)
     if objects.store() is not None:
-        return {r.split("/")[0] for r in objects.listing(_relative(folder)) if "/" in r}
+        return {r.split("/")[0] for r in objects.listing(objects.relative_name(folder)) if "/" in r}
     return {p.name for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
 
 
@@ -105,12 +101,12 @@ def push_version(version: str) -> None:
     folder = version_dir(version)
     if objects.store() is None:
         return
-    there = set(objects.listing(_relative(folder)))  # written there already (by walk tasks)
-    files = [_relative(p) for p in folder.rglob("*") if p.is_file()
+    there = set(objects.listing(objects.relative_name(folder)))  # written there already (by walk tasks)
+    files = [objects.relative_name(p) for p in folder.rglob("*") if p.is_file()
              and not any(part.startswith(".") for part in p.relative_to(folder).parts)
              and p.name != MANIFEST and p.relative_to(folder).as_posix() not in there]
     objects.push_all(files)
-    objects.push(_relative(folder / MANIFEST))
+    objects.push(objects.relative_name(folder / MANIFEST))
 
 
 def set_status(version: str, status: str, **extra: Any) -> dict:
@@ -128,7 +124,7 @@ def list_versions() -> list[dict]:
     """Manifests of all versions, oldest first (a directory without manifest is skipped)."""
     root = t.versions_dir()
     if objects.store() is not None:  # the store's versions, each manifest fetched afresh
-        names = {r.split("/")[0] for r in objects.listing(_relative(root)) if r.endswith("/" + MANIFEST)}
+        names = {r.split("/")[0] for r in objects.listing(objects.relative_name(root)) if r.endswith("/" + MANIFEST)}
     elif root.exists():
         names = {p.name for p in root.iterdir() if (p / MANIFEST).exists()}
     else:
