@@ -53,6 +53,12 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     assert readers.stdout.split() == ["v1", "v1"], readers.stdout + readers.stderr
     first = query_all(Worker(shared, tmp_path / "query-1"))
     assert len(json.loads(first["incarnations"])) > 40
+    # the UI on a worker of its own (the API server's machine) shows the gate's verdict and
+    # serves its Data Docs pages, which the gate stored on the bucket
+    ui = _ui_requests(Worker(shared, tmp_path / "ui-1"))
+    assert ui["gate"]["available"] and ui["gate"]["version"] == "v1" and ui["gate"]["success"], ui["gate"]
+    assert ui["pages"] and all(status == 200 and "v1" in text for status, text in ui["pages"]), ui["pages"]
+    assert ui["index"][0] == 200 and "v1" in ui["index"][1], ui["index"]
 
     store_rounds(Worker(shared, tmp_path / "capture-2").env, 6, 10)
     built = Worker(shared, tmp_path / "build-2").run("build", "--version-id", "v2")
@@ -67,6 +73,28 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     assert any(k.startswith("home/warehouse/iceberg/") and k.endswith(".metadata.json") for k in listed)
     # nothing of a step's own outlives it on another's disk: each worker has only its own copy
     assert not (tmp_path / "query-2" / "work" / "warehouse" / "catalog.db").exists()
+
+
+UI_REQUESTS = """
+import json
+from fastapi.testclient import TestClient
+from topic_lineage.ui.app import create_app
+client = TestClient(create_app(lambda: "worker"))
+gate = client.get("/api/gate").json()
+pages = [client.get("/data-docs/" + link) for link in (gate.get("detail_pages") or {}).values()]
+index = client.get("/data-docs/data_docs/index.html")
+print(json.dumps({"gate": gate, "pages": [(p.status_code, p.text) for p in pages],
+                  "index": (index.status_code, index.text)}))
+"""
+
+
+def _ui_requests(worker: Worker) -> dict:
+    """The UI's gate result, the Data Docs pages it links and the site index, from a process
+    on ``worker``."""
+    done = subprocess.run([sys.executable, "-c", UI_REQUESTS], env=worker.env, capture_output=True,
+                          text=True, cwd=str(worker.root), timeout=180, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_different_snapshot_under_a_stored_name_is_a_conflict_on_any_worker(shared, tmp_path):

@@ -141,7 +141,8 @@ def test_validate_command_verdicts_and_data_docs(spark, tl_home, capsys):
 
     # --- the GX detail page of the failing table --------------------------------------------
     record = [json.loads(line) for line in qc.gate_log().read_text().splitlines()][-1]
-    detail = record["detail_pages"][t.TOPIC_INCARNATIONS]
+    # recorded relative to the quality directory (it may be read on another machine)
+    detail = (t.quality_dir() / record["detail_pages"][t.TOPIC_INCARNATIONS]).as_uri()
     detail_dom = chromium("--dump-dom", detail)
     assert "topic_incarnations" in detail_dom
     assert "Deleted topic IDs never come back" in detail_dom

@@ -21,6 +21,7 @@ With a local home, none of this runs: every function here is a no-op or answers 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from topic_lineage import location
+from topic_lineage.fsutil import write_durably
 from topic_lineage.location import LocationError, ObjectStore
 
 TRANSFER_THREADS = 16
@@ -230,6 +232,108 @@ def local_copies(names: Iterable[str]) -> list[str]:
             found.append(name)
     fetch_all(wanted)
     return found
+
+
+TREE_INDEX = ".tree-index.json"
+"""In a directory kept in step with the store by :func:`pull_tree` and :func:`push_tree`: an
+object naming each of its files with a digest of its content (the store's listing cannot tell a
+file rewritten within the same second at the same size)."""
+TREE_STATE = ".tree-state.json"
+"""The working copy's record of such a directory: each file's digest and its size and time here
+when it last agreed with the store."""
+
+
+def pull_tree(relative_dir: str) -> None:
+    """Bring the working copy's ``relative_dir`` in step with the store, for the few
+    directories whose files are rewritten or removed (the quality gate's log, results and
+    pages): files new or changed on the store since they last agreed are fetched, and files the
+    store has lost since (another process removed them) are removed. A file written here and
+    not pushed yet stays. One request when nothing changed. With a local home, nothing."""
+    if store() is None:
+        return
+    index = _tree_index(relative_dir)
+    state = _tree_state(relative_dir)
+    root = _local(relative_dir)
+    stale = [name for name, digest in index.items()
+             if state.get(name, {}).get("digest") != digest or not (root / name).is_file()]
+    with ThreadPoolExecutor(min(TRANSFER_THREADS, max(len(stale), 1))) as pool:
+        list(pool.map(lambda name: fetch(f"{relative_dir}/{name}", refresh=True), stale))
+    for name in set(state) - set(index):  # removed from the store since they agreed
+        if state[name].get("local") == _stat(root / name):  # and not changed here meanwhile
+            (root / name).unlink(missing_ok=True)
+            del state[name]
+    for name in stale:
+        state[name] = {"digest": index[name], "local": _stat(root / name)}
+    _save_tree_state(relative_dir, state)
+
+
+def push_tree(relative_dir: str) -> None:
+    """Push what changed in the working copy's ``relative_dir`` since it last agreed with the
+    store (:func:`pull_tree`): new and rewritten files are uploaded whole, removed ones are
+    removed from the store, then the directory's index names them. One writer at a time (of
+    two writers of one directory, the last write of a file wins). With a local home, nothing."""
+    if store() is None:
+        return
+    root = _local(relative_dir)
+    state = _tree_state(relative_dir)
+    here = {p.relative_to(root).as_posix(): _stat(p) for p in root.rglob("*")
+            if p.is_file() and _synced_name(p.relative_to(root))} if root.is_dir() else {}
+    changed = [name for name, seen in here.items() if state.get(name, {}).get("local") != seen]
+    gone = [name for name in state if name not in here]
+    if not changed and not gone:
+        return
+    index = _tree_index(relative_dir)  # as the store has it now: other writers' files stay
+    for name in changed:
+        state[name] = {"digest": _digest(root / name), "local": here[name]}
+        index[name] = state[name]["digest"]
+    for name in gone:
+        index.pop(name, None)
+        del state[name]
+    push_all(f"{relative_dir}/{name}" for name in changed)
+    remove(f"{relative_dir}/{name}" for name in gone)
+    _save_tree_state(relative_dir, state)
+    write_durably(root / TREE_INDEX, json.dumps(index, sort_keys=True))
+    push(f"{relative_dir}/{TREE_INDEX}")
+
+
+def _synced_name(relative: Path) -> bool:
+    """Whether a file takes part in :func:`push_tree`: not hidden (as :func:`listing`), not a
+    lock file (a process's own)."""
+    return not any(part.startswith((".", "_")) for part in relative.parts) and relative.suffix != ".lock"
+
+
+def _stat(path: Path) -> list[int] | None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as data:
+        return hashlib.file_digest(data, "sha256").hexdigest()[:32]
+
+
+def _tree_index(relative_dir: str) -> dict[str, str]:
+    found = fetch(f"{relative_dir}/{TREE_INDEX}", refresh=True)
+    try:
+        return json.loads(found.read_text()) if found is not None else {}
+    except ValueError:  # not ours: the files are pushed again, and named anew
+        return {}
+
+
+def _tree_state(relative_dir: str) -> dict:
+    try:
+        return json.loads((_local(relative_dir) / TREE_STATE).read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _save_tree_state(relative_dir: str, state: dict) -> None:
+    write_durably(_local(relative_dir) / TREE_STATE, json.dumps(state))
 
 
 def remove_tree(relative_dir: str) -> None:

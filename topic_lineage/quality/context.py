@@ -82,6 +82,39 @@ def gate_log() -> Path:
     return t.quality_dir() / "gate_runs.jsonl"
 
 
+UI_PULL_EVERY_S = 10.0
+"""With the home on object storage, how old the UI's copy of the gate's files may get before a
+request brings it in step with the store again (:func:`pull_results`)."""
+_pulled_at: float | None = None
+
+
+def pull_results(*, unless_newer_than_s: float = 0) -> None:
+    """With the home on object storage, bring the working copy's quality directory in step with
+    the store: the gate runs, results and Data Docs pages other processes stored (a gate reads
+    them before it adds its own; the UI before it shows them, at most every
+    ``unless_newer_than_s`` seconds). With a local home, nothing."""
+    import time
+
+    from topic_lineage import objects
+
+    global _pulled_at
+    if objects.store() is None:
+        return
+    if _pulled_at is not None and time.monotonic() - _pulled_at < unless_newer_than_s:
+        return
+    objects.pull_tree(objects.relative_name(t.quality_dir()))
+    _pulled_at = time.monotonic()
+
+
+def push_results() -> None:
+    """With the home on object storage, store what a gate run wrote or removed in the quality
+    directory (its log line, results, pages; what pruning removed). With a local home, nothing."""
+    from topic_lineage import objects
+
+    if objects.store() is not None:
+        objects.push_tree(objects.relative_name(t.quality_dir()))
+
+
 def _engine_suffix(engine: str) -> str:
     if engine not in DATASOURCES:
         raise ValueError(f"unknown validation engine {engine!r}: one of {sorted(DATASOURCES)}")

@@ -494,6 +494,7 @@ def validate_frames(
         suites.MAX_ERROR_SHARE: config.max_error_share,
     }
     started = time.monotonic()
+    qc.pull_results()  # with the home on object storage: the runs and results stored elsewhere
     ctx = ctx or qc.get_context()
     validated_at = datetime.now(UTC)
     run_id = RunIdentifier(run_name=version, run_time=validated_at)

@@ -83,7 +83,9 @@ def record(result, keep: int | None = None) -> Path:
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(_as_record(result), default=_json_default) + "\n")
         prune(keep)
-        return render()
+        page = render()
+    qc.push_results()  # with the home on object storage: for the UI and gates elsewhere
+    return page
 
 
 def prune(keep: int) -> int:
@@ -126,7 +128,10 @@ def _as_record(result) -> dict:
         "max_age": None if config is None or config.max_age is None
         else f"{config.max_age.total_seconds() / 3600:g} h",
         "max_error_share": None if config is None else config.max_error_share,
-        "detail_pages": result.detail_pages,
+        # relative to the quality directory: the link holds wherever the directory is read
+        # (the UI on another machine, with the home on object storage)
+        "detail_pages": {table: qc.quality_link(link) or link
+                         for table, link in result.detail_pages.items()},
         "warnings": result.warnings,
         "outcomes": [o._asdict() for o in result.outcomes],
     }

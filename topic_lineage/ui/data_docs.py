@@ -26,6 +26,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from topic_lineage import tables
+from topic_lineage.location import LocationError
 from topic_lineage.quality import context as quality_context
 from topic_lineage.quality import overview as quality_overview
 
@@ -66,7 +67,8 @@ _HANDLER = re.compile(r"""\son[a-z]+\s*=\s*("[^"]*"|'[^']*')""", re.IGNORECASE)
 
 
 class DataDocsPathError(Exception):
-    """A requested path that is not a servable page; ``status`` is 400 or 404."""
+    """A requested path that is not a servable page; ``status`` is 400 or 404 (503: the store
+    holding the pages cannot be read now)."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -92,6 +94,8 @@ def resolve(path: str) -> Path:
     ):
         raise DataDocsPathError(404, f"no Data Docs file {shown!r}")
     try:
+        # with the home on object storage: the pages the gate stored, wherever it ran
+        quality_context.pull_results(unless_newer_than_s=quality_context.UI_PULL_EVERY_S)
         root = tables.quality_dir().resolve()
         current = root
         for part in parts:  # no symlink anywhere below the quality directory
@@ -102,6 +106,8 @@ def resolve(path: str) -> Path:
             raise DataDocsPathError(404, f"no Data Docs file {shown!r}")
     except (OSError, ValueError) as exc:  # name too long for the file system, and the like
         raise DataDocsPathError(404, f"no Data Docs file {shown!r}") from exc
+    except LocationError as exc:  # the store cannot be read now
+        raise DataDocsPathError(503, f"the Data Docs cannot be read from the store: {exc}") from None
     return current
 
 

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from topic_lineage import tables
+from topic_lineage.location import LocationError
 from topic_lineage.quality import context as quality_context
 from topic_lineage.quality import overview as quality_overview
 from topic_lineage.quality.suites import NO_CARRIED_POSITIONS
@@ -133,8 +134,9 @@ def result_for(published_version: str | None, records: list[dict]) -> dict[str, 
 def latest_result(published_version: str | None = None) -> dict[str, Any]:
     """:func:`result_for` over the gate log (an unreadable log reads as no runs)."""
     try:
+        quality_context.pull_results(unless_newer_than_s=quality_context.UI_PULL_EVERY_S)
         records = quality_overview.read_records()
-    except OSError as exc:
+    except (OSError, LocationError) as exc:
         log.warning("cannot read the gate log %s: %s", quality_context.gate_log(), exc)
         records = []
     return result_for(published_version, records)
