@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--more", type=int, default=15)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="keep the working directory")
     args = parser.parse_args(argv)
 
     from tests.catalog_postgres import CatalogPostgres
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             result["stored_snapshots_after_more"] = 3 * (args.rounds + args.more)
     finally:
         catalog.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     result["goals"] = {
         "full_refresh_ratio <= 1.5": result["full_refresh_ratio"] <= GOALS["full_refresh_ratio"],
         "noop <= 1 s": result["noop"]["seconds"] <= GOALS["noop_s"],
