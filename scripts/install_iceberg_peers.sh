@@ -6,8 +6,9 @@
 # wheel only for DuckDB 1.5.5):
 # - the Python packages of requirements-iceberg.lock: pyspark 4.1, duckdb 1.5.5 and its iceberg,
 #   avro and httpfs extensions (wheels: nothing is downloaded when DuckDB loads them);
-# - .venv-iceberg/jars/spark/: Iceberg's Spark runtime and the SQLite JDBC driver
-#   (scripts/iceberg_peers/spark.pom.xml), handed to Spark with spark.jars;
+# - .venv-iceberg/jars/spark/: Iceberg's Spark runtime, its AWS bundle (S3FileIO, for tables on
+#   S3) and the SQLite and PostgreSQL JDBC drivers (scripts/iceberg_peers/spark.pom.xml), handed
+#   to Spark with spark.jars;
 # - .venv-iceberg/jars/rest/: the classpath of Iceberg's own REST catalog server
 #   (scripts/iceberg_peers/rest-server.pom.xml; topic_lineage/local/rest_catalog.py starts it).
 # The jars come from Maven Central through Maven (mvn), at install time only.

@@ -52,8 +52,27 @@ def local_path(location: str) -> str:
 
 # --- Spark with Iceberg's Spark runtime -------------------------------------------------------
 
+def _jdbc_url(uri: str) -> tuple[str, str | None]:
+    """Iceberg's JdbcCatalog's ``jdbc:`` URL and user for pyiceberg's SQL catalog URI
+    (SQLAlchemy's): ``sqlite:////abs`` or ``postgresql[+driver]://user[:password]@host:port/db``.
+    The password stays out: the PostgreSQL driver reads it from the password file (``PGPASSFILE``,
+    else ``~/.pgpass``), as psql does, never from Spark's configuration (which spark-submit puts
+    on its command line)."""
+    from urllib.parse import unquote, urlsplit
+
+    if uri.startswith("sqlite:///"):
+        return "jdbc:sqlite:" + uri[len("sqlite:///"):], None  # sqlite:////abs -> /abs
+    parts = urlsplit(uri)
+    if parts.scheme.split("+")[0] not in ("postgresql", "postgres"):
+        raise SystemExit(f"only pyiceberg SQL catalogs on SQLite or PostgreSQL are read here, not {parts.scheme}")
+    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return f"jdbc:postgresql://{host}{parts.path}", unquote(parts.username) if parts.username else None
+
+
 def _spark_catalog_conf(name: str, props: dict) -> dict[str, str]:
-    """Spark's catalog ``name`` over the pyiceberg catalog whose properties are ``props``."""
+    """Spark's catalog ``name`` over the pyiceberg catalog whose properties are ``props``; with
+    the warehouse on S3, Iceberg's S3FileIO (``s3.*`` properties as pyiceberg's, credentials and
+    region from the AWS SDK's usual chain: the environment)."""
     prefix = f"spark.sql.catalog.{name}"
     conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
     kind = props.get("type", "rest" if str(props.get("uri", "")).startswith("http") else "sql")
@@ -61,19 +80,25 @@ def _spark_catalog_conf(name: str, props: dict) -> dict[str, str]:
         conf[f"{prefix}.type"] = "rest"
         conf[f"{prefix}.uri"] = props["uri"]
     elif kind == "sql":
-        uri = props["uri"]
-        if not uri.startswith("sqlite:///"):
-            raise SystemExit(f"only pyiceberg SQL catalogs on SQLite are read here, not {uri!r}")
         # pyiceberg's SQL catalog tables (iceberg_tables, iceberg_namespace_properties) are
         # Iceberg's JdbcCatalog schema V0; the JDBC catalog finds its rows by catalog name, so
         # the Spark catalog is named like the pyiceberg catalog.
+        url, user = _jdbc_url(props["uri"])
         conf[f"{prefix}.catalog-impl"] = "org.apache.iceberg.jdbc.JdbcCatalog"
-        conf[f"{prefix}.uri"] = "jdbc:sqlite:" + uri[len("sqlite:///"):]  # sqlite:////abs -> /abs
+        conf[f"{prefix}.uri"] = url
+        if user:
+            conf[f"{prefix}.jdbc.user"] = user
         conf[f"{prefix}.jdbc.schema-version"] = "V0"
     else:
-        raise SystemExit(f"catalog type {kind!r} is not read here (sql on SQLite, or rest)")
+        raise SystemExit(f"catalog type {kind!r} is not read here (sql on SQLite or PostgreSQL, or rest)")
     if props.get("warehouse"):
         conf[f"{prefix}.warehouse"] = props["warehouse"]
+    if str(props.get("warehouse", "")).startswith("s3://") or "s3.endpoint" in props:
+        conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+    for key, value in props.items():
+        if key.startswith("s3.") and key not in ("s3.access-key-id", "s3.secret-access-key",
+                                                 "s3.session-token"):
+            conf[f"{prefix}.{key}"] = str(value)
     conf[f"{prefix}.cache-enabled"] = "false"  # each read sees the catalog as it is now
     return conf
 
@@ -159,15 +184,40 @@ def _sql_text(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _s3_secret(con, s3: dict) -> None:
+    """DuckDB's S3 secret (httpfs) for ``{"endpoint": "http://host:port", "region"}``: the
+    credentials from this process's environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_SESSION_TOKEN``), never from the request; path-style URLs (an S3-compatible server)."""
+    import os
+    from urllib.parse import urlsplit
+
+    endpoint = urlsplit(s3["endpoint"])
+    options = {
+        "KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+        "SECRET": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "REGION": s3.get("region") or os.environ.get("AWS_REGION", "us-east-1"),
+        "ENDPOINT": endpoint.netloc,
+        "URL_STYLE": "path",
+    }
+    if os.environ.get("AWS_SESSION_TOKEN"):
+        options["SESSION_TOKEN"] = os.environ["AWS_SESSION_TOKEN"]
+    settings = ", ".join(f"{k} {_sql_text(v)}" for k, v in options.items())
+    use_ssl = "true" if endpoint.scheme == "https" else "false"
+    con.execute(f"CREATE SECRET peer_s3 (TYPE s3, {settings}, USE_SSL {use_ssl})")
+
+
 def duckdb(request: dict) -> dict:
     """``{"reads": [{"metadata_location"?: str, "snapshot_id"?: int}]}`` through
     ``iceberg_scan``, or ``{"rest": {"uri", "warehouse"}, "reads": [{"namespace", "table",
-    "snapshot_id"?}]}`` through an attached REST catalog."""
+    "snapshot_id"?}]}`` through an attached REST catalog; with ``"s3": {"endpoint", "region"?}``
+    the files are read from that S3 endpoint (:func:`_s3_secret`)."""
     import duckdb as ddb
 
     con = ddb.connect()
     _load_extensions(con)
     con.execute("SET TimeZone = 'UTC'")
+    if request.get("s3"):
+        _s3_secret(con, request["s3"])
     answer = {"engine": f"duckdb {ddb.__version__}", "reads": []}
     rest = request.get("rest")
     if rest:

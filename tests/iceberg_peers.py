@@ -67,14 +67,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(engine: str, request: dict, timeout_s: float = 600) -> dict:
+def _run(engine: str, request: dict, env: dict | None = None, timeout_s: float = 600) -> dict:
     reason = missing()
     if reason:
         raise PeerReadError(reason)
     done = subprocess.run(
         [str(PYTHON), str(READER), engine], check=False, input=json.dumps(request),
         capture_output=True,
-        text=True, env=_env(), timeout=timeout_s, cwd=ROOT,
+        text=True, env={**_env(), **(env or {})}, timeout=timeout_s, cwd=ROOT,
     )
     if done.returncode != 0:
         raise PeerReadError(
@@ -84,16 +84,18 @@ def _run(engine: str, request: dict, timeout_s: float = 600) -> dict:
 
 
 def spark_read(catalog_name: str, catalog_props: dict, reads: list[dict],
-               snapshots_of: dict | None = None) -> dict:
+               snapshots_of: dict | None = None, env: dict | None = None) -> dict:
     """Several reads in one Spark session (a Spark start costs seconds): ``reads`` are
     ``{"namespace", "table", "snapshot_id"?: int, "ref"?: branch}``; ``snapshots_of``
     (``{"namespace", "table"}``) adds the table's ``snapshots`` (id, parent, operation, summary)
-    and ``refs`` ({name: snapshot id}) metadata tables as Spark sees them. Returns
+    and ``refs`` ({name: snapshot id}) metadata tables as Spark sees them. ``env`` is added to
+    the reader's environment (the AWS credentials, ``PGPASSFILE``: no secret is in the request,
+    which Spark's command line would show). Returns
     ``{"engine", "reads": [{"columns", "rows"}], "snapshots"?, "refs"?}``."""
     jars = sorted(str(p) for p in SPARK_JARS.glob("*.jar"))
     request = {"jars": jars, "catalog_name": catalog_name, "catalog": catalog_props,
                "reads": reads, "snapshots_of": snapshots_of}
-    return _run("spark", request)
+    return _run("spark", request, env)
 
 
 def read_with_spark_iceberg(catalog_props: dict, namespace: str, table: str,
@@ -109,11 +111,13 @@ def read_with_spark_iceberg(catalog_props: dict, namespace: str, table: str,
     return answer["reads"][0]["rows"]
 
 
-def duckdb_read(reads: list[dict], rest: dict | None = None) -> dict:
+def duckdb_read(reads: list[dict], rest: dict | None = None, s3: dict | None = None,
+                env: dict | None = None) -> dict:
     """Several reads in one DuckDB: ``{"metadata_location", "snapshot_id"?}`` each through
     ``iceberg_scan``, or with ``rest`` (``{"uri", "warehouse"}``: a REST catalog, attached)
-    ``{"namespace", "table", "snapshot_id"?}``."""
-    return _run("duckdb", {"reads": reads, "rest": rest})
+    ``{"namespace", "table", "snapshot_id"?}``. With ``s3`` (``{"endpoint", "region"?}``) the
+    files are read from that S3 endpoint with the credentials of ``env`` (``AWS_*``)."""
+    return _run("duckdb", {"reads": reads, "rest": rest, "s3": s3}, env)
 
 
 def read_with_duckdb_iceberg(metadata_location: str, snapshot_id: int | None = None) -> list[dict]:
