@@ -218,7 +218,7 @@ def clean(found: Found) -> Found:
     from topic_lineage.errors import TopicLineageError
     from topic_lineage.warehouse import iceberg
 
-    removed = Found(kinds=found.kinds)
+    removed = Found(kinds=found.kinds, young=found.young)
     for table, ids in found.snapshots.items():
         try:
             with iceberg._calling(f"expiring unreferenced snapshots of {iceberg.NAMESPACE}.{table}"):
