@@ -62,13 +62,18 @@ def test_what_killed_steps_leave_is_swept_after_the_grace_and_nothing_kept_is(sh
                             env={**Worker(shared, tmp_path / "capture-2").env,
                                  "TOPIC_LINEAGE_FAULT": "kill@store"}, cwd=str(ROOT), timeout=300)
     assert stored.returncode == -9, stored.stderr[-2000:]
+    # a gate killed after uploading a page, before the quality index names it
+    assert any(k.startswith("home/quality/") for k in before)
+    with s3_bucket.filesystem().open_output_stream(f"{s3_bucket.name}/home/quality/data_docs/lost.html") as page:
+        page.write(b"<html></html>")
     after = _objects(s3_bucket)
     v2 = _version_keys(after, "v2")
     leftovers = after - before - v2
     claims = {k for k in leftovers if k.endswith(".claim")}
     iceberg = {k for k in leftovers if k.startswith("home/warehouse/iceberg/") and k.endswith(".avro")}
     assert v2 and len(claims) == 1 and iceberg, sorted(after - before)
-    assert leftovers == claims | iceberg | {k for k in leftovers if k.startswith("home/group_snapshots/")}
+    assert leftovers == claims | iceberg | {"home/quality/data_docs/lost.html"} | {
+        k for k in leftovers if k.startswith("home/group_snapshots/")}
 
     # younger than the default grace (1 h): reported as such, and --clean touches nothing
     young = Worker(shared, tmp_path / "verify-1").run("verify", "--clean").stdout
@@ -79,6 +84,7 @@ def test_what_killed_steps_leave_is_swept_after_the_grace_and_nothing_kept_is(sh
     seen = Worker({**shared, GRACE: "1s"}, tmp_path / "verify-2").run("verify").stdout
     assert "snapshot claims without a snapshot: 1 (" in seen, seen
     assert f"Iceberg files no table metadata reaches: {len(iceberg)} (" in seen, seen
+    assert "quality files the quality index does not name: 1 (13 bytes)" in seen, seen
     assert _objects(s3_bucket) == after  # reported only
     cleaned = Worker({**shared, GRACE: "1s"}, tmp_path / "verify-3").run("verify", "--clean").stdout
     now = _objects(s3_bucket)

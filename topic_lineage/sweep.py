@@ -12,6 +12,9 @@ half-way leaves only objects that nothing refers to (issue #45). What each step 
   again), and Iceberg snapshots whose branch was removed but which were not expired yet;
 - a store (capture, import) killed between its claim and its file: the claim (a hidden
   ``.<file>.claim`` object) and perhaps the snapshot's consumer-group file, without the file;
+- a quality gate killed between uploading its results and pages and replacing the quality
+  directory's index (:func:`topic_lineage.objects.push_tree`): files the index does not name,
+  which no reader fetches;
 - the lineage export leaves nothing: each batch is recorded by one conditional write after the
   receiver accepted it.
 
@@ -43,7 +46,9 @@ ORPHAN_CLAIMS = "snapshot claims without a snapshot"
 ORPHAN_GROUP_FILES = "consumer-group files without a snapshot"
 ICEBERG_FILES = "Iceberg files no table metadata reaches"
 ICEBERG_SNAPSHOTS = "Iceberg snapshots no branch reaches"
-KINDS = (VERSIONS_WITHOUT_MANIFEST, ORPHAN_CLAIMS, ORPHAN_GROUP_FILES, ICEBERG_SNAPSHOTS, ICEBERG_FILES)
+QUALITY_FILES = "quality files the quality index does not name"
+KINDS = (VERSIONS_WITHOUT_MANIFEST, ORPHAN_CLAIMS, ORPHAN_GROUP_FILES, QUALITY_FILES, ICEBERG_SNAPSHOTS,
+         ICEBERG_FILES)
 WAREHOUSE_KINDS = (VERSIONS_WITHOUT_MANIFEST, ICEBERG_SNAPSHOTS, ICEBERG_FILES)
 
 _MANIFEST_FILE = re.compile(r"^(?P<commit>[0-9a-f-]{36})-m\d+\.avro$")
@@ -109,6 +114,7 @@ def find(*, warehouse_only: bool = False, now: datetime | None = None,
     _versions_without_manifest(add)
     if not warehouse_only:
         _store_leftovers(add)
+        _quality_leftovers(add)
     _iceberg_leftovers(found, add, cutoff_ns)
     return found
 
@@ -143,6 +149,25 @@ def _store_leftovers(add) -> None:
     for relative, (size, mtime) in sorted(objects.listing("group_snapshots", hidden=True).items()):
         if relative.endswith(".parquet") and relative not in snapshots:
             add(ORPHAN_GROUP_FILES, f"group_snapshots/{relative}", size, mtime)
+
+
+def _quality_leftovers(add) -> None:
+    """Files of the quality directory that its index does not name (readers fetch only what it
+    names, :func:`topic_lineage.objects.pull_tree`); nothing without an index."""
+    import json
+
+    folder = objects.relative_name(t.quality_dir())
+    files = objects.listing(folder)  # the index and a process's own files are hidden
+    index = objects.fetch(f"{folder}/{objects.TREE_INDEX}", refresh=True) if files else None
+    if index is None:
+        return
+    try:
+        named = json.loads(index.read_text())
+    except ValueError:  # not ours: nothing is proven unreferenced
+        return
+    for name, (size, mtime) in sorted(files.items()):
+        if name not in named:
+            add(QUALITY_FILES, f"{folder}/{name}", size, mtime)
 
 
 def _iceberg_leftovers(found: Found, add, cutoff_ns: int) -> None:
