@@ -112,3 +112,14 @@ def test_the_defaults_are_an_hour_and_a_day(monkeypatch):
     monkeypatch.delenv(retention.GRACE_ENV, raising=False)
     monkeypatch.delenv(retention.STALE_BUILD_ENV, raising=False)
     assert retention.Ages.from_env() == retention.Ages(timedelta(hours=1), timedelta(hours=24))
+
+
+def test_a_bad_period_stops_a_publish_on_object_storage_before_anything_moves(monkeypatch, tmp_path):
+    """Checked before the catalog or the store is asked: one line, nothing published."""
+    from topic_lineage import warehouse as wh
+
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", "s3://bucket/home")
+    monkeypatch.setenv("TOPIC_LINEAGE_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv(retention.GRACE_ENV, "soon")
+    with pytest.raises(WarehouseError, match=r"TOPIC_LINEAGE_READER_GRACE='soon': give a duration"):
+        wh.publish("v1")

@@ -252,6 +252,8 @@ def publish(
     """
     if force_reason is not None and not force_reason.strip():
         raise PublishRefused("--force needs a --reason saying why the gate is overridden")
+    if objects.store() is not None:
+        retention.Ages.from_env()  # a bad setting of retention's periods stops before anything moves
     adopt_legacy()
     with publish_lock():
         manifest = v.read_manifest(version)
