@@ -13,8 +13,10 @@ Build stages (``<action>@<stage>``):
   Stages: ``write`` (tables half written: snapshot_runs done, topic_incarnations not yet),
   ``validate`` (all written, before the quality gate), ``publish`` (``main`` of every table but
   ``topic_incarnations``, which names the published version, moved to the new version), ``read`` (a reader, ``topic-lineage query``
-  or the UI loading a version, has pinned its version and not yet read the files). Without the
-  variable this does nothing.
+  or the UI loading a version, has pinned its version and not yet read the files), ``stage``
+  (an Iceberg snapshot of the version being staged: its manifest files written, its commit not
+  made) and ``store`` (with the home on object storage, a snapshot being stored: its claim and
+  its group file written, its file not yet). Without the variable this does nothing.
 
 Live capture, for what an authorizing broker does and the local broker (no ACLs) cannot
 (``<action>@<stage>:NAME[,NAME...]``):
@@ -42,7 +44,7 @@ import signal
 import time
 
 FAULT_ENV = "TOPIC_LINEAGE_FAULT"
-STAGES = ("write", "validate", "publish", "read")
+STAGES = ("write", "validate", "publish", "read", "stage", "store")
 CAPTURE_FAULTS = (("hide", "list"), ("deny", "describe"), ("fail", "groups"), ("deny", "offsets"))
 
 

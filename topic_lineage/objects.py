@@ -74,9 +74,10 @@ def relative_name(path: Path) -> str:
     return Path(path).relative_to(_home()).as_posix()
 
 
-def listing(relative_dir: str) -> dict[str, tuple[int, int]]:
+def listing(relative_dir: str, *, hidden: bool = False) -> dict[str, tuple[int, int]]:
     """Every object under ``relative_dir`` as ``path under it -> (size, modified ns)``;
-    hidden names (``.``/``_`` first) are left out. One LIST request per 1,000 objects."""
+    hidden names (``.``/``_`` first) are left out unless ``hidden``. One LIST request per
+    1,000 objects."""
     where = store()
     if where is None:
         return {}
@@ -87,7 +88,7 @@ def listing(relative_dir: str) -> dict[str, tuple[int, int]]:
             pafs.FileSelector(where.key(relative_dir), recursive=True, allow_not_found=True)))
     found, head = {}, relative_dir.strip("/") + "/"
     for info in infos:
-        if info.type != pafs.FileType.File or info.base_name.startswith((".", "_")):
+        if info.type != pafs.FileType.File or (not hidden and info.base_name.startswith((".", "_"))):
             continue
         found[where.relative(info.path).removeprefix(head)] = (info.size, info.mtime_ns or 0)
     return found
@@ -336,8 +337,9 @@ def _save_tree_state(relative_dir: str, state: dict) -> None:
     write_durably(_local(relative_dir) / TREE_STATE, json.dumps(state))
 
 
-def remove_tree(relative_dir: str) -> None:
-    """Delete every object under ``relative_dir`` (hidden ones too)."""
+def remove_tree(relative_dir: str, *, last: str | None = None) -> None:
+    """Delete every object under ``relative_dir`` (hidden ones too); ``last`` (a name under it),
+    after all the others: a removal cut short leaves it, and so the sign that there is more."""
     where = store()
     if where is None:
         return
@@ -346,7 +348,11 @@ def remove_tree(relative_dir: str) -> None:
     with _translated(where, f"removing {where.url_of(relative_dir)}"):
         infos = where.filesystem().get_file_info(
             pafs.FileSelector(where.key(relative_dir), recursive=True, allow_not_found=True))
-    remove(where.relative(i.path) for i in infos if i.type == pafs.FileType.File)
+    found = [where.relative(i.path) for i in infos if i.type == pafs.FileType.File]
+    final = f"{relative_dir.strip('/')}/{last}" if last else None
+    remove(r for r in found if r != final)
+    if final in found:
+        remove([final])
 
 
 def remove(relatives: Iterable[str]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from topic_lineage import objects
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.faults import fault_point
 from topic_lineage.fsutil import file_lock, replacing
 from topic_lineage.snapshot import (
     Snapshot,
@@ -180,6 +181,7 @@ def _push_stored(snapshot: Snapshot, path: Path) -> None:
     groups = group_path(snapshot.cluster_id, snapshot.captured_at)
     if snapshot.groups_complete is not None:
         objects.push(objects.relative_name(groups))
+    fault_point("store")  # fault suite: claimed (and the group file written), the file not yet
     objects.push(objects.relative_name(path))
 
 

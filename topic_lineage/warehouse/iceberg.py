@@ -317,10 +317,12 @@ def _stage_on_branch(tbl, *, version: str, data_files: list) -> int:
     branch = audit_branch(version)
     if branch in tbl.metadata.refs:  # staged before (a version published by hand again)
         tbl.manage_snapshots().remove_branch(branch).commit()
-    with tbl.transaction() as txn, txn.update_snapshot(
-            snapshot_properties={VERSION_PROPERTY: version}, branch=branch).fast_append() as append:
-        for data_file in data_files:
-            append.append_data_file(data_file)
+    with tbl.transaction() as txn:
+        with txn.update_snapshot(snapshot_properties={VERSION_PROPERTY: version},
+                                 branch=branch).fast_append() as append:
+            for data_file in data_files:
+                append.append_data_file(data_file)
+        fault_point("stage")  # fault suite: the snapshot's manifests written, not committed
     return tbl.metadata.refs[branch].snapshot_id
 
 

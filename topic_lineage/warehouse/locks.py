@@ -12,6 +12,7 @@ from topic_lineage import objects
 from topic_lineage import tables as t
 from topic_lineage.fsutil import file_lock
 from topic_lineage.warehouse.versions import (
+    MANIFEST,
     WarehouseError,
     current_version,
     fetch_version,
@@ -92,7 +93,8 @@ def remove_unless_read(name: str) -> bool:
 
         iceberg.drop_version(name)  # its branch and snapshots first: no table names its files
         if objects.store() is not None:
-            objects.remove_tree(objects.relative_name(version_dir(name)))
+            # its manifest last: a removal cut short leaves a version retention finds again
+            objects.remove_tree(objects.relative_name(version_dir(name)), last=MANIFEST)
         shutil.rmtree(version_dir(name), ignore_errors=True)
         path.unlink(missing_ok=True)
     return True

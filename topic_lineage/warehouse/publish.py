@@ -8,8 +8,10 @@ import os
 import time
 from dataclasses import dataclass
 
+from topic_lineage import objects
 from topic_lineage import tables as t
-from topic_lineage.warehouse import iceberg
+from topic_lineage.errors import TopicLineageError
+from topic_lineage.warehouse import iceberg, retention
 from topic_lineage.warehouse import versions as v
 from topic_lineage.warehouse.locks import build_running, publish_lock, remove_unless_read
 from topic_lineage.warehouse.sql import write_init_sql
@@ -250,6 +252,8 @@ def publish(
     """
     if force_reason is not None and not force_reason.strip():
         raise PublishRefused("--force needs a --reason saying why the gate is overridden")
+    if objects.store() is not None:
+        retention.Ages.from_env()  # a bad setting of retention's periods stops before anything moves
     adopt_legacy()
     with publish_lock():
         manifest = v.read_manifest(version)
@@ -290,8 +294,8 @@ def publish(
         cost = {"iceberg_publish_seconds": round(time.monotonic() - began, 3)}
         if forced is not None:
             v.set_status(version, v.PUBLISHED, forced=[*manifest.get("forced", []), forced], **cost)
-        elif status != v.PUBLISHED:
-            v.set_status(version, v.PUBLISHED, **cost)
+        elif status != v.PUBLISHED or previous != version:  # a publish again is recorded too:
+            v.set_status(version, v.PUBLISHED, **cost)  # retention dates a superseded version by it
         write_init_sql(version)
         apply_retention(keep)
     log.info("published version %s (previous: %s): %s", version, previous, reason)
@@ -322,21 +326,34 @@ def _user() -> str:
         return f"uid {os.getuid()}"
 
 
-def apply_retention(keep: int | None = None) -> list[str]:
-    """Remove all but the newest ``keep`` versions (never the current one, never a running
-    build's, never one a reader has pinned with :func:`reading`); return the removed names."""
+def apply_retention(keep: int | None = None, *, sweep_after: bool = True) -> list[str]:
+    """Remove all but the newest ``keep`` versions (default ``$TOPIC_LINEAGE_KEEP_VERSIONS`` or
+    5; never the current one); return the removed names.
+
+    On a local disk, never a running build's version nor one a reader has pinned with
+    :func:`reading`. With the home on object storage, where no lock reaches the other machines,
+    a version goes only once it has been out of use long enough, by the times its manifest
+    records (:mod:`topic_lineage.warehouse.retention`); then the objects that nothing references
+    and that are older than the reader grace go too (:mod:`topic_lineage.sweep`, warehouse only)
+    unless not ``sweep_after``.
+    """
     keep = keep if keep is not None else int(os.environ.get(v.KEEP_ENV, v.DEFAULT_KEEP))
     keep = max(keep, 1)
     current = v.current_version()
-    running = build_running()
     versions = v.list_versions()
-    removable = [
-        m["version"] for m in versions
-        if m["version"] != current and not (m.get("status") == v.BUILDING and running)
-    ]
-    excess = len(versions) - keep
+    if objects.store() is not None:
+        from datetime import UTC, datetime
+
+        due = retention.removable(versions, current, datetime.now(UTC), keep, retention.Ages.from_env())
+    else:
+        running = build_running()
+        removable = [
+            m["version"] for m in versions
+            if m["version"] != current and not (m.get("status") == v.BUILDING and running)
+        ]
+        due = removable[: max(len(versions) - keep, 0)]
     removed, in_use = [], []
-    for name in removable[: max(excess, 0)]:
+    for name in due:
         try:
             gone = remove_unless_read(name)
         except v.WarehouseError as exc:  # the catalog: the version stays until the next publish
@@ -347,4 +364,14 @@ def apply_retention(keep: int | None = None) -> list[str]:
         log.info("retention removed version(s) %s", ", ".join(removed))
     if in_use:
         log.info("retention kept version(s) %s: a reader is using them", ", ".join(in_use))
+    if sweep_after and objects.store() is not None:
+        from topic_lineage import sweep
+
+        try:
+            swept = sweep.clean(sweep.find(warehouse_only=True))
+        except TopicLineageError as exc:  # what is left waits for the next publish or verify --clean
+            log.warning("retention did not sweep unreferenced objects: %s", exc)
+        else:
+            if swept.total_count:
+                log.info("retention removed unreferenced objects: %s", swept.summary())
     return removed
