@@ -15,7 +15,7 @@ from topic_lineage.airflow.build import (
     plan_version,
     prepare_build,
 )
-from topic_lineage.airflow.config import SPARK_CONN_ID, DagOptions, options_environment
+from topic_lineage.airflow.config import SPARK_CONN_ID, DagOptions, task_environment
 
 
 class PlanOperator(BaseOperator, SkipMixin):
@@ -31,7 +31,7 @@ class PlanOperator(BaseOperator, SkipMixin):
         self.topic_lineage_options = options
 
     def execute(self, context: Any) -> str:
-        with options_environment(self.topic_lineage_options):
+        with task_environment(self.topic_lineage_options):
             return self._execute(context)
 
     def _execute(self, context: Any) -> str:
@@ -96,9 +96,11 @@ class BuildVersionOperator(SparkSubmitOperator):
         return hook
 
     def execute(self, context: Any) -> None:
-        # TOPIC_LINEAGE_HOME / the Spark Connect URL of the options, for this process and the
-        # spark-submit it starts (which inherits the environment).
-        with options_environment(self.topic_lineage_options):
+        # TOPIC_LINEAGE_HOME / the Spark Connect URL of the options, the object store's
+        # connection and working copy, for this process and the spark-submit it starts: it
+        # inherits them (no env_vars: for YARN and Kubernetes the provider puts those on the
+        # spark-submit command line, which Airflow's event log and `ps` show).
+        with task_environment(self.topic_lineage_options):
             return self._execute(context)
 
     def _execute(self, context: Any) -> None:
