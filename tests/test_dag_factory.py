@@ -303,4 +303,7 @@ def test_the_build_spark_submit_gets_the_credentials_by_its_environment_only(
         assert os.environ["AWS_SECRET_ACCESS_KEY"] == real["AWS_SECRET_ACCESS_KEY"]
     assert hook._env is None  # no env_vars: the child's environment is this process's
     assert command[0].endswith("spark-submit") and "local[2]" in command
+    # the driver's JVM, started by spark-submit, has S3A from its start (build.py cannot add it)
+    assert any(part.startswith("spark.jars=") and "hadoop-aws" in part for part in command), command
+    assert f"spark.hadoop.fs.s3a.endpoint={real['AWS_ENDPOINT_URL']}" in command
     assert not any(real["AWS_SECRET_ACCESS_KEY"] in part for part in command), command

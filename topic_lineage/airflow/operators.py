@@ -85,6 +85,14 @@ class BuildVersionOperator(SparkSubmitOperator):
             hook._is_yarn = "yarn" in master
             hook._is_yarn_cluster_mode = hook._is_yarn and hook._connection["deploy_mode"] == "cluster"
             hook._is_kubernetes = "k8s" in master
+        # With the home on S3 the driver's JVM needs Hadoop's S3A jars and settings from its
+        # start, which spark-submit makes before build.py runs (a session cannot add jars
+        # later): given here as --conf. Never a credential: those stay in the environment.
+        from topic_lineage.spark import merged_conf, object_store_conf, session_locations
+
+        object_store = object_store_conf(session_locations())
+        if object_store:
+            hook._conf = merged_conf(object_store, hook._conf)  # what the operator's conf sets wins
         if hook._connection["deploy_mode"] != "cluster" and "spark.driver.extraJavaOptions" not in hook._conf:
             # The driver runs here: it starts as the CLI's does (topic_lineage.spark), with this
             # installation's archive of Spark's classes and, for a small store, the quick JIT.
