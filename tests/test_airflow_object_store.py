@@ -198,8 +198,11 @@ def test_the_dags_on_object_storage_with_the_credentials_in_a_connection(
 
     # Nothing of the home on the deployment's disk; every task's working copy removed.
     assert not list(root.rglob("*.parquet")), list(root.rglob("*.parquet"))[:5]
-    for name in ("snapshots", "group_snapshots", "versions", "quality", "openlineage"):
-        assert not [p for p in root.rglob(name) if p.is_dir()], name
+    # the home's local directory (its working copy's place) holds the deployment's own files only
+    [work] = (root / "user" / ".cache" / "topic-lineage").iterdir()
+    assert {p.name for p in work.iterdir()} <= {"airflow", "spark-connect.token"}, list(work.iterdir())
+    for name in ("snapshots", "group_snapshots", "warehouse", "quality"):
+        assert not [p for p in root.rglob(name) if p.is_dir() and "postgres" not in p.parts], name
     assert not list((root / "tmp").glob("topic-lineage-task-*"))
 
     # The secret key: not in the event log, a task log, any file of the deployment.
