@@ -172,6 +172,44 @@ def test_retried_build_removes_only_an_unfinished_version(tl_home):
     assert wh.version_inputs(None) is None and wh.version_inputs("missing") is None
 
 
+@pytest.mark.s3
+def test_a_retried_build_on_another_worker_asks_the_object_store(s3_bucket, iceberg_postgres,
+                                                                tmp_path, monkeypatch):
+    """With the home on S3 a retry runs in an empty working copy (another worker, or the task's
+    own copy): a finished version there is still not built twice, and an unfinished one's
+    objects are removed from the store. (Asked of the local directory, both looked unbuilt.)"""
+    from topic_lineage import objects
+    from topic_lineage import warehouse as wh
+
+    for key, value in s3_bucket.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", s3_bucket.url("home"))
+    monkeypatch.setenv("TOPIC_LINEAGE_ICEBERG_CATALOG", "shared")
+    monkeypatch.setenv("PYICEBERG_CATALOG__SHARED__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__SHARED__URI", iceberg_postgres(tmp_path.name))
+
+    def on_a_worker(name: str) -> None:
+        monkeypatch.setenv("TOPIC_LINEAGE_WORK_DIR", str(tmp_path / name))
+
+    on_a_worker("first-attempt")
+    wh.version_dir("v1").mkdir(parents=True)
+    wh.write_manifest("v1", {"version": "v1", "status": wh.BUILDING})
+    (wh.version_dir("v1") / "partial").write_text("x")
+    objects.push("warehouse/versions/v1/partial")
+    wh.version_dir("v2").mkdir(parents=True)
+    wh.write_manifest("v2", {"version": "v2", "status": wh.BUILT, "snapshot_files": {A: 1}})
+
+    on_a_worker("retry")
+    assert at.prepare_build("v0") is True  # nothing there yet
+    assert at.prepare_build("v2") is False
+    assert at.prepare_build("v1") is True
+    def objects_under(prefix: str) -> list[str]:  # (SeaweedFS lists a folder's marker too)
+        return [k for k in s3_bucket.keys(prefix) if not k.endswith("/")]
+
+    assert objects_under("home/warehouse/versions/v1/") == []
+    assert objects_under("home/warehouse/versions/v2/") == ["home/warehouse/versions/v2/manifest.json"]
+
+
 # --- publish and health ----------------------------------------------------------------------
 def _validated(version: str, files: dict, warnings: list[str] = ()) -> None:
     from gate_support import pass_gate, write_version

@@ -171,3 +171,139 @@ def test_options_environment_restores(monkeypatch):
     assert "TOPIC_LINEAGE_SPARK_REMOTE" not in os.environ
     with options_environment(DagOptions()):
         assert os.environ["TOPIC_LINEAGE_HOME"] == "/before"
+
+
+def test_a_url_home_passes_through_intact_and_an_unusable_one_is_one_line(home):
+    """``home="s3://bucket/prefix"`` reaches the tasks as written (it was once made a path,
+    ``s3:/bucket/prefix``), and the assets name the bucket; a URL the project cannot use
+    stops the DAG file with the location's one line."""
+    from topic_lineage.airflow import topic_lineage_dags
+    from topic_lineage.airflow.config import DagOptions
+    from topic_lineage.location import LocationError
+
+    opts = DagOptions.from_kwargs({"home": "s3://lineage-bucket/prod/home"})
+    assert opts.environment()["TOPIC_LINEAGE_HOME"] == "s3://lineage-bucket/prod/home"
+    dags = topic_lineage_dags(home="s3://lineage-bucket/prod/home")
+    assert dags["kafka_topic_snapshot"].get_task("capture").outlets[0].uri == (
+        "s3://lineage-bucket/prod/home/snapshots")
+    assert {a.uri for a in dags["topic_incarnations"].get_task("publish").outlets} >= {
+        "s3://lineage-bucket/prod/home/warehouse/topic_incarnations"}
+    assert DagOptions.from_kwargs({"home": "~/lineage"}).home == str(Path("~/lineage").expanduser())
+    for bad, says in (("s3:lineage-bucket/home", "write the URL as s3://bucket/prefix"),
+                      ("hdfs://nn/home", "hdfs:// is none of them")):
+        with pytest.raises(LocationError) as raised:
+            topic_lineage_dags(home=bad)
+        message = str(raised.value)
+        assert message.startswith("topic_lineage_dags(home=...): ") and says in message
+        assert "\n" not in message
+
+
+SECRET_KEY = "wJalrXUtnFEMI-secret-0f3c"
+
+
+@pytest.fixture
+def s3_connection(monkeypatch):
+    """An Amazon provider ``aws`` connection as Airflow keeps it (here from the environment)."""
+    monkeypatch.setenv("AIRFLOW_CONN_LINEAGE_S3", json.dumps({
+        "conn_type": "aws", "login": "AKIDLINEAGE", "password": SECRET_KEY,
+        "extra": {"region_name": "eu-west-1", "endpoint_url": "http://s3.internal:8333",
+                  "service_config": {"s3": {"endpoint_url": "http://s3-only.internal:8333"}}}}))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION",
+                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "TOPIC_LINEAGE_WORK_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return "lineage_s3"
+
+
+def test_the_object_store_connection_fills_the_task_environment_and_its_own_working_copy(
+        s3_connection, tmp_path, monkeypatch):
+    """With the home on S3, a task's body runs with the connection's ``AWS_*`` variables and a
+    new working copy in its TMPDIR; both are gone when it ends."""
+    from topic_lineage import tables
+    from topic_lineage.airflow.config import DagOptions, task_environment
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", "/before")
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
+    opts = DagOptions.from_kwargs({"home": "s3://lineage-bucket/home",
+                                   "object_store_conn_id": s3_connection})
+    before = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}  # e.g. AWS_CA_BUNDLE
+    with task_environment(opts):
+        assert {k: os.environ[k] for k in os.environ if k.startswith("AWS_") and k not in before} == {
+            "AWS_ACCESS_KEY_ID": "AKIDLINEAGE", "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "eu-west-1",
+            "AWS_ENDPOINT_URL": "http://s3.internal:8333",
+            "AWS_ENDPOINT_URL_S3": "http://s3-only.internal:8333"}
+        work = tables.home()
+        assert work.parent == tmp_path and work.name.startswith("topic-lineage-task-")
+        (work / "snapshots").mkdir()
+    assert not work.exists()
+    assert {k: v for k, v in os.environ.items() if k.startswith("AWS_")} == before
+    assert os.environ["TOPIC_LINEAGE_HOME"] == "/before" and "TOPIC_LINEAGE_WORK_DIR" not in os.environ
+    # a working copy the user configured is kept; a local home gets neither
+    monkeypatch.setenv("TOPIC_LINEAGE_WORK_DIR", str(tmp_path / "lasting"))
+    with task_environment(opts):
+        assert tables.home() == tmp_path / "lasting"
+    assert (tmp_path / "lasting").is_dir()
+    monkeypatch.delenv("TOPIC_LINEAGE_WORK_DIR")
+    with task_environment(DagOptions.from_kwargs({"home": str(tmp_path / "local"),
+                                                  "object_store_conn_id": "nowhere"})):
+        assert "AWS_ACCESS_KEY_ID" not in os.environ and "TOPIC_LINEAGE_WORK_DIR" not in os.environ
+
+
+def test_a_missing_or_unusable_object_store_connection_is_one_line_naming_it(s3_connection, monkeypatch):
+    from topic_lineage.airflow.config import DagOptions, OrchestrationError, task_environment
+
+    monkeypatch.delenv("AIRFLOW_CONN_LINEAGE_GONE", raising=False)
+    cases = {
+        "lineage_gone": "does not exist",
+        "lineage_role": "role_arn (assuming a role) is not supported",
+        "lineage_half": "give both the access key id (login) and the secret access key",
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_LINEAGE_ROLE", json.dumps(
+        {"conn_type": "aws", "extra": {"role_arn": "arn:aws:iam::1:role/x"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_LINEAGE_HALF", json.dumps(
+        {"conn_type": "aws", "password": SECRET_KEY}))
+    for conn_id, says in cases.items():
+        opts = DagOptions.from_kwargs({"home": "s3://lineage-bucket/home",
+                                       "object_store_conn_id": conn_id})
+        with pytest.raises(OrchestrationError) as raised, task_environment(opts):
+            pass
+        message = str(raised.value)
+        assert f"Airflow connection {conn_id!r}" in message and says in message, message
+        assert "\n" not in message and SECRET_KEY not in message
+    assert "AWS_SECRET_ACCESS_KEY" not in os.environ
+
+
+@pytest.mark.s3
+def test_the_build_spark_submit_gets_the_credentials_by_its_environment_only(
+        s3_connection, s3_bucket, monkeypatch):
+    """The spark-submit of ``build`` inherits the connection's variables; its command line
+    (which Airflow's event log and ``ps`` show) holds none of them. (The hook looks at the
+    store on the real S3 server, with the connection's credentials, to choose the driver's
+    JIT.)"""
+    from topic_lineage.airflow import topic_lineage_dags
+    from topic_lineage.airflow.config import task_environment
+
+    real = s3_bucket.env()
+    monkeypatch.setenv("AIRFLOW_CONN_LINEAGE_S3", json.dumps({
+        "conn_type": "aws", "login": real["AWS_ACCESS_KEY_ID"],
+        "password": real["AWS_SECRET_ACCESS_KEY"],
+        "extra": {"region_name": real["AWS_REGION"], "endpoint_url": real["AWS_ENDPOINT_URL"]}}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    dags = topic_lineage_dags(home=s3_bucket.url("home"), object_store_conn_id=s3_connection)
+    build = dags["topic_incarnations"].get_task("build")
+    with task_environment(build.topic_lineage_options):
+        hook = build._get_hook()
+        hook._application_args = ["--version-id", "v1"]  # the plan's XCom, at run time
+        command = hook._build_spark_submit_command(build.application)
+        # what the child inherits
+        assert os.environ["AWS_SECRET_ACCESS_KEY"] == real["AWS_SECRET_ACCESS_KEY"]
+    assert hook._env is None  # no env_vars: the child's environment is this process's
+    assert command[0].endswith("spark-submit") and "local[2]" in command
+    # the driver's JVM, started by spark-submit, has S3A from its start (build.py cannot add it)
+    assert any(part.startswith("spark.jars=") and "hadoop-aws" in part for part in command), command
+    assert f"spark.hadoop.fs.s3a.endpoint={real['AWS_ENDPOINT_URL']}" in command
+    assert not any(real["AWS_SECRET_ACCESS_KEY"] in part for part in command), command

@@ -174,7 +174,7 @@ def session_locations(locations=()) -> list[str]:
     return [location for location in (os.environ.get(HOME_ENV), *locations) if location]
 
 
-def _merged(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+def merged_conf(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     """``base`` updated by ``extra``, with ``spark.jars`` joined rather than replaced."""
     merged = {**base, **extra}
     jars = [value for value in (base.get("spark.jars"), extra.get("spark.jars")) if value]
@@ -217,7 +217,7 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
     object_store = object_store_conf(session_locations(locations))
-    settings = _merged({**STATUS_RETENTION, **CALL_SITE_CONF, **object_store}, conf or {})
+    settings = merged_conf({**STATUS_RETENTION, **CALL_SITE_CONF, **object_store}, conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from topic_lineage.airflow.config import OrchestrationError, log
-from topic_lineage.airflow.publish import capture_warnings
+from topic_lineage.airflow.publish import capture_warnings, version_written
 
 
 def build_application() -> str:
@@ -94,15 +94,17 @@ def lineage_behind(published: str) -> bool:
 def prepare_build(version: str) -> bool:
     """Before (re)running the build of ``version``: ``False`` when it is already built.
 
-    A retried build task must not fail on the directory its killed first attempt left behind:
-    an unfinished version (status ``building``, never published) is removed and built again.
+    A retried build task must not fail on what its killed first attempt left behind: an
+    unfinished version (status ``building``, never published) is removed and built again. With
+    the home on object storage the store is asked (the retry may run on another worker, or in
+    a working copy of its own), and the unfinished version's objects are removed there.
     """
     import shutil
 
-    from topic_lineage import warehouse
+    from topic_lineage import objects, warehouse
 
     directory = warehouse.version_dir(version)
-    if not directory.exists():
+    if not version_written(version):
         return True
     try:
         status = warehouse.read_manifest(version).get("status")
@@ -115,7 +117,8 @@ def prepare_build(version: str) -> bool:
         raise OrchestrationError(f"version {version} is published but has status {status!r}")
     log.warning("removing the unfinished version %s (status %s) left by an earlier attempt",
                 version, status)
-    shutil.rmtree(directory)
+    objects.remove_tree(objects.relative_name(directory))  # (nothing with a local home)
+    shutil.rmtree(directory, ignore_errors=objects.store() is not None)
     return True
 
 

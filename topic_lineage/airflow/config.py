@@ -8,6 +8,12 @@ Configuration, in one place each:
 * an archive of old snapshots for backfills: the Airflow Variable ``topic_lineage_archive_dir``.
 * schedules and timeouts: the ``[topic_lineage]`` section of the Airflow config (or the
   ``AIRFLOW__TOPIC_LINEAGE__<OPTION>`` environment variables), see :data:`CONFIG_DEFAULTS`.
+* the object store's credentials, with the home on S3: the Airflow connection named by
+  ``[topic_lineage] object_store_conn_id`` (or the DAG option), type ``aws``; none by default,
+  the worker's environment or role then (:func:`object_store_environment`).
+
+Every task with the home on object storage works in a working copy of its own, in its
+``TMPDIR``, removed when it ends (:func:`task_environment`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from topic_lineage import location
 from topic_lineage.errors import TopicLineageError
 
 # One logger for every task of the package, under the name task logs and log configurations
@@ -56,6 +63,9 @@ CONFIG_DEFAULTS = {
     "capture_timeout_seconds": "120",
     # also record consumer groups' committed offsets (contract R8-R10); "false" = topics only
     "capture_groups": "true",
+    # the Airflow connection (type aws) whose credentials and endpoint the tasks use for a home
+    # on S3; empty = none (the worker's environment or role, as any AWS client finds them)
+    "object_store_conn_id": "",
 }
 
 
@@ -202,7 +212,12 @@ class DagOptions:
     archive_dir: str | None = None
     """archive of old snapshots for backfills; default the Variable ``topic_lineage_archive_dir``."""
     home: str | None = None
-    """``TOPIC_LINEAGE_HOME`` of the DAGs' tasks and assets; default the environment's."""
+    """``TOPIC_LINEAGE_HOME`` of the DAGs' tasks and assets (a path or a URL such as
+    ``s3://bucket/prefix``); default the environment's."""
+    object_store_conn_id: str | None = None
+    """the Airflow connection (type ``aws``) of an S3 home's credentials, endpoint and region;
+    default ``[topic_lineage] object_store_conn_id`` (empty: none, the worker's environment or
+    role)."""
 
     @classmethod
     def from_kwargs(cls, options: Mapping[str, Any]) -> DagOptions:
@@ -216,14 +231,16 @@ class DagOptions:
             )
         values = {k: v for k, v in options.items() if v is not None}
         for name in ("snapshot_schedule", "build_schedule", "kafka_conn_id", "spark_conn_id",
-                     "spark_master", "spark_connect_url"):
+                     "spark_master", "spark_connect_url", "object_store_conn_id"):
             if name in values and (not isinstance(values[name], str) or not values[name].strip()):
                 raise TypeError(f"topic_lineage_dags(): {name} must be a non-empty string")
         for name in ("archive_dir", "home"):
-            if name in values:
-                if not isinstance(values[name], str | os.PathLike):
-                    raise TypeError(f"topic_lineage_dags(): {name} must be a path")
-                values[name] = str(Path(values[name]).expanduser())
+            if name in values and not isinstance(values[name], str | os.PathLike):
+                raise TypeError(f"topic_lineage_dags(): {name} must be a path")
+        if "archive_dir" in values:
+            values["archive_dir"] = str(Path(values["archive_dir"]).expanduser())
+        if "home" in values:
+            values["home"] = _home_option(values["home"])
         if "clusters" in values:
             raw = values["clusters"]
             if isinstance(raw, str) or not isinstance(raw, Sequence):
@@ -248,11 +265,23 @@ class DagOptions:
         return env
 
 
+def _home_option(value: str | os.PathLike) -> str:
+    """The ``home`` option as the tasks' ``TOPIC_LINEAGE_HOME``: a URL as given (checked with
+    :func:`topic_lineage.location.parse`: one :class:`~topic_lineage.location.LocationError`
+    line for one the project cannot use), a path with ``~`` expanded."""
+    text = os.fspath(value).strip()
+    if not location.is_url(text):
+        return str(Path(text).expanduser())
+    try:
+        location.parse(text)
+    except location.LocationError as exc:  # the option is the tasks' $TOPIC_LINEAGE_HOME
+        raise location.LocationError(f"topic_lineage_dags(home=...): {exc}") from None
+    return text
+
+
 @contextmanager
-def options_environment(options: DagOptions | None) -> Iterator[None]:
-    """Set :meth:`DagOptions.environment` in ``os.environ`` for the duration (a task's body, or
-    the parsing of asset URIs), then restore it."""
-    env = options.environment() if options is not None else {}
+def _environ(env: Mapping[str, str]) -> Iterator[None]:
+    """``env`` set in ``os.environ`` for the duration, then what was there restored."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -263,3 +292,120 @@ def options_environment(options: DagOptions | None) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextmanager
+def options_environment(options: DagOptions | None) -> Iterator[None]:
+    """Set :meth:`DagOptions.environment` in ``os.environ`` for the duration (the parsing of
+    asset URIs; a task's body goes through :func:`task_environment`), then restore it."""
+    with _environ(options.environment() if options is not None else {}):
+        yield
+
+
+@contextmanager
+def task_environment(options: DagOptions | None) -> Iterator[None]:
+    """The environment of one task's body (and of the processes it starts: spark-submit
+    inherits it), restored when it ends: the options' (:meth:`DagOptions.environment`); with
+    the home on object storage, the store's connection (:func:`object_store_environment`) and a
+    working copy of the task's own (:func:`own_working_copy`). Nothing goes on a command line."""
+    with options_environment(options):
+        store = location.home_store()
+        if store is None:
+            yield
+            return
+        conn_id = (options.object_store_conn_id if options is not None else None) or (
+            config_value("object_store_conn_id").strip())
+        env = object_store_environment(conn_id, store) if conn_id else {}
+        with _environ(env), own_working_copy():
+            yield
+
+
+# --- the object store's connection ---------------------------------------------------------------
+AWS_CONNECTION_EXTRAS = {
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "aws_session_token": "AWS_SESSION_TOKEN",
+    "region_name": "AWS_REGION",
+    "endpoint_url": "AWS_ENDPOINT_URL",
+    "profile_name": "AWS_PROFILE",
+}
+"""The extra fields of an Amazon provider ``aws`` connection the tasks read, and the variable of
+the AWS SDKs each one sets (the connection's login and password are the key id and secret key;
+``service_config``'s ``s3.endpoint_url`` sets ``AWS_ENDPOINT_URL_S3``)."""
+AWS_CONNECTION_REFUSED = ("role_arn", "assume_role_method", "assume_role_kwargs")
+"""Extras asking the Amazon provider to assume a role: the tasks' S3 clients (pyarrow, botocore,
+Spark's S3A) would not, and would silently act as another identity; refused in one line."""
+
+
+def object_store_environment(conn_id: str, store: location.ObjectStore) -> dict[str, str]:
+    """The ``AWS_*`` variables the Airflow connection ``conn_id`` gives a task whose home is on
+    ``store`` (S3 only: GCS and Azure take their credentials from the worker's environment).
+
+    Read the way the Amazon provider reads an ``aws`` connection (its provider need not be
+    installed): login = access key id, password = secret access key, and the extras of
+    :data:`AWS_CONNECTION_EXTRAS`. A missing connection, or one the tasks cannot honour, is one
+    :class:`OrchestrationError` line naming it; no value of it is ever logged."""
+    if store.kind != "S3":
+        raise OrchestrationError(
+            f"object_store_conn_id {conn_id!r}: a connection gives credentials for an S3 home "
+            f"only; {store.url} is on {store.kind}, whose credentials come from the worker's "
+            "environment (docs/object-storage.md)")
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        connection = Connection.get(conn_id)
+    except AirflowNotFoundException:
+        raise OrchestrationError(
+            f"Airflow connection {conn_id!r} (object_store_conn_id, the credentials of "
+            f"{store.url}) does not exist; create it (type aws: login = access key id, "
+            "password = secret access key, extra region_name / endpoint_url) or unset "
+            "object_store_conn_id to use the worker's environment or role") from None
+    extra = connection.extra_dejson
+    if not isinstance(extra, dict):
+        raise OrchestrationError(f"Airflow connection {conn_id!r}: its extra is not a JSON object")
+    refused = sorted(set(extra) & set(AWS_CONNECTION_REFUSED))
+    if refused:
+        raise OrchestrationError(
+            f"Airflow connection {conn_id!r}: {', '.join(refused)} (assuming a role) is not "
+            "supported for the home on S3; give the worker the role, or put that role's "
+            "credentials in the connection")
+    env = {var: str(extra[key]) for key, var in AWS_CONNECTION_EXTRAS.items() if extra.get(key)}
+    if connection.login:
+        env["AWS_ACCESS_KEY_ID"] = connection.login
+    if connection.password:
+        env["AWS_SECRET_ACCESS_KEY"] = connection.password
+    s3_config = (extra.get("service_config") or {}).get("s3") or {}
+    if isinstance(s3_config, dict) and s3_config.get("endpoint_url"):
+        env["AWS_ENDPOINT_URL_S3"] = str(s3_config["endpoint_url"])
+    if "AWS_REGION" in env:
+        env["AWS_DEFAULT_REGION"] = env["AWS_REGION"]
+    if ("AWS_ACCESS_KEY_ID" in env) != ("AWS_SECRET_ACCESS_KEY" in env):
+        raise OrchestrationError(
+            f"Airflow connection {conn_id!r}: give both the access key id (login) and the "
+            "secret access key (password), or neither")
+    log.info("object store %s: credentials of Airflow connection %r (%s)", store.url, conn_id,
+             ", ".join(sorted(env)) or "none: the worker's environment or role")
+    return env
+
+
+# --- a working copy of the task's own ------------------------------------------------------------
+@contextmanager
+def own_working_copy() -> Iterator[None]:
+    """With the home on object storage and no ``TOPIC_LINEAGE_WORK_DIR`` configured: a new,
+    empty working copy for the duration (a directory in ``TMPDIR``, removed at the end), as
+    the task would have on a worker of its own (Kubernetes, Celery, MWAA). Nothing in it is
+    needed later: what the task writes is on the store and in the catalog when it ends. A
+    configured ``TOPIC_LINEAGE_WORK_DIR`` is kept (a worker with a lasting cache)."""
+    if os.environ.get(location.WORK_DIR_ENV):
+        yield
+        return
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="topic-lineage-task-")
+    try:
+        with _environ({location.WORK_DIR_ENV: directory}):
+            yield
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -145,7 +145,7 @@ def snapshot_dag(opts: c.DagOptions, snapshots: Asset) -> DAG:
         @task(outlets=[snapshots], map_index_template="{{ task.op_kwargs['cluster']['alias'] }}")
         def capture(cluster: dict[str, str], **context) -> dict:
             """Capture and store one snapshot of one cluster (or skip a backfill / late run)."""
-            with c.options_environment(opts):
+            with c.task_environment(opts):
                 return run_snapshot_task(cluster, context, archive_dir=opts.archive_dir)
 
         capture.expand(cluster=clusters())
@@ -189,27 +189,27 @@ def incarnations_dag(opts: c.DagOptions, snapshots: Asset, table_assets: list[As
         @task(retries=0)
         def validate(version_id: str) -> dict:
             """Great Expectations gate on the written version (R7)."""
-            with c.options_environment(opts):
+            with c.task_environment(opts):
                 return validate_version(version_id)
 
         @task(pool=c.PUBLISH_POOL, outlets=table_assets, execution_timeout=timedelta(minutes=10))
         def publish(version_id: str) -> dict:
             """Atomically make the validated version the published one."""
-            with c.options_environment(opts):
+            with c.task_environment(opts):
                 return publish_version(version_id)
 
         @task(retries=0, trigger_rule="none_failed", execution_timeout=timedelta(minutes=5))
         def health(version_id: str) -> dict:
             """Fails when the quality gate warned (stale captures, describe errors); never blocks
             publishing."""
-            with c.options_environment(opts):
+            with c.task_environment(opts):
                 return check_health(version_id)
 
         @task(retries=3, trigger_rule="none_failed", execution_timeout=timedelta(minutes=30))
         def lineage(version_id: str) -> dict:
             """OpenLineage events of what the published version adds (incarnations, consumer
             lineage; docs/lineage.md), each once; skipped when no transport is configured."""
-            with c.options_environment(opts):
+            with c.task_environment(opts):
                 return emit_lineage(version_id)
 
         checked = validate(version)

@@ -15,7 +15,7 @@ from topic_lineage.airflow.build import (
     plan_version,
     prepare_build,
 )
-from topic_lineage.airflow.config import SPARK_CONN_ID, DagOptions, options_environment
+from topic_lineage.airflow.config import SPARK_CONN_ID, DagOptions, task_environment
 
 
 class PlanOperator(BaseOperator, SkipMixin):
@@ -31,7 +31,7 @@ class PlanOperator(BaseOperator, SkipMixin):
         self.topic_lineage_options = options
 
     def execute(self, context: Any) -> str:
-        with options_environment(self.topic_lineage_options):
+        with task_environment(self.topic_lineage_options):
             return self._execute(context)
 
     def _execute(self, context: Any) -> str:
@@ -85,6 +85,14 @@ class BuildVersionOperator(SparkSubmitOperator):
             hook._is_yarn = "yarn" in master
             hook._is_yarn_cluster_mode = hook._is_yarn and hook._connection["deploy_mode"] == "cluster"
             hook._is_kubernetes = "k8s" in master
+        # With the home on S3 the driver's JVM needs Hadoop's S3A jars and settings from its
+        # start, which spark-submit makes before build.py runs (a session cannot add jars
+        # later): given here as --conf. Never a credential: those stay in the environment.
+        from topic_lineage.spark import merged_conf, object_store_conf, session_locations
+
+        object_store = object_store_conf(session_locations())
+        if object_store:
+            hook._conf = merged_conf(object_store, hook._conf)  # what the operator's conf sets wins
         if hook._connection["deploy_mode"] != "cluster" and "spark.driver.extraJavaOptions" not in hook._conf:
             # The driver runs here: it starts as the CLI's does (topic_lineage.spark), with this
             # installation's archive of Spark's classes and, for a small store, the quick JIT.
@@ -96,9 +104,11 @@ class BuildVersionOperator(SparkSubmitOperator):
         return hook
 
     def execute(self, context: Any) -> None:
-        # TOPIC_LINEAGE_HOME / the Spark Connect URL of the options, for this process and the
-        # spark-submit it starts (which inherits the environment).
-        with options_environment(self.topic_lineage_options):
+        # TOPIC_LINEAGE_HOME / the Spark Connect URL of the options, the object store's
+        # connection and working copy, for this process and the spark-submit it starts: it
+        # inherits them (no env_vars: for YARN and Kubernetes the provider puts those on the
+        # spark-submit command line, which Airflow's event log and `ps` show).
+        with task_environment(self.topic_lineage_options):
             return self._execute(context)
 
     def _execute(self, context: Any) -> None:

@@ -10,6 +10,17 @@ from typing import Any
 from topic_lineage.airflow.config import log
 
 
+def version_written(version: str) -> bool:
+    """Whether anything of ``version`` was written: its directory, or with the home on object
+    storage any object under its prefix (this task's working copy holds nothing of it yet)."""
+    from topic_lineage import objects, warehouse
+
+    directory = warehouse.version_dir(version)
+    if objects.store() is None:
+        return directory.exists()
+    return bool(objects.listing(objects.relative_name(directory)))
+
+
 def capture_warnings(version: str) -> tuple[list[str], list[str]]:
     """The gate's warnings on ``version`` about its captures (what makes ``health`` fail), and
     its findings about the history (a carried consumer position: logged, never failed on)."""
@@ -161,7 +172,7 @@ def check_health(version: str) -> dict[str, Any]:
 
     from topic_lineage import warehouse
 
-    if not warehouse.version_dir(version).exists():
+    if not version_written(version):
         published = warehouse.current_version()
         if published is None:
             return {"version": version, "warnings": []}

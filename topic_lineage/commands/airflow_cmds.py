@@ -59,6 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--kafka-config", metavar="FILE",
                    help="librdkafka settings of kafka_default (.properties or JSON), e.g. "
                    "security.protocol, sasl.*, ssl.*; stored encrypted in Airflow's database")
+    s.add_argument("--object-store-conn-id", metavar="CONN_ID",
+                   help="with TOPIC_LINEAGE_HOME on S3: the Airflow connection (type aws) whose "
+                   "credentials, endpoint and region the tasks use (create it in the UI: Admin > "
+                   "Connections); default: the environment's AWS_* variables")
     s.add_argument("--no-auth", action="store_true",
                    help="no login: every local process is an Airflow admin (throw-away demos only)")
     s.set_defaults(func=cmd_setup)
@@ -92,6 +96,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         spark_master=args.spark_master, port=port, snapshot_schedule=args.snapshot_schedule,
         build_schedule=args.build_schedule, archive_dir=args.archive_dir,
         kafka_extra=kafka_extra, auth=not args.no_auth,
+        object_store_conn_id=args.object_store_conn_id,
     )
     login = (f"sign in as {ADMIN_USER}, password in {passwords_path()}" if state["auth"]
              else "no login (--no-auth)")

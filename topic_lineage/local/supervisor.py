@@ -55,7 +55,20 @@ class AirflowSetupError(TopicLineageError):
 
 # --- where things are ------------------------------------------------------------------------
 def airflow_home() -> Path:
+    """``$TOPIC_LINEAGE_HOME/airflow``; with the home on object storage, under the local
+    working copy's directory (``$TOPIC_LINEAGE_WORK_DIR``, or the one under ``~/.cache``): the
+    deployment's own files (its PostgreSQL, logs, secrets) are this machine's, not the
+    bucket's."""
     return t.home() / "airflow"
+
+
+def home_setting() -> str:
+    """The ``TOPIC_LINEAGE_HOME`` of every process of the deployment: a URL as configured (the
+    tasks work on the store, each in a working copy of its own), else the local directory."""
+    from topic_lineage import location
+
+    store = location.home_store()
+    return store.url if store is not None else str(t.home())
 
 
 def _checkout_folder(name: str, marker: str) -> Path:
@@ -171,7 +184,7 @@ def airflow_env(state: dict) -> dict[str, str]:
     port = state["port"]
     env = {
         "AIRFLOW_HOME": str(home),
-        "TOPIC_LINEAGE_HOME": str(t.home()),
+        "TOPIC_LINEAGE_HOME": home_setting(),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins_folder()),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -209,6 +222,8 @@ def airflow_env(state: dict) -> dict[str, str]:
         env["AIRFLOW__TOPIC_LINEAGE__SNAPSHOT_SCHEDULE"] = state["snapshot_schedule"]
     if state.get("build_schedule"):
         env["AIRFLOW__TOPIC_LINEAGE__BUILD_SCHEDULE"] = state["build_schedule"]
+    if state.get("object_store_conn_id"):
+        env["AIRFLOW__TOPIC_LINEAGE__OBJECT_STORE_CONN_ID"] = state["object_store_conn_id"]
     return env
 
 
@@ -310,7 +325,7 @@ def _port_free(port: int) -> bool:
 def setup(
     *, bootstrap_servers: str, clusters: str | None, spark_master: str, port: int,
     snapshot_schedule: str | None, build_schedule: str | None, archive_dir: str | None,
-    kafka_extra: dict | None = None, auth: bool = True,
+    kafka_extra: dict | None = None, auth: bool = True, object_store_conn_id: str | None = None,
 ) -> dict:
     """Create or update the local Airflow home; returns its state (ports, secrets, schedules).
 
@@ -328,6 +343,7 @@ def setup(
         port=port, auth=auth,
         snapshot_schedule=snapshot_schedule or state.get("snapshot_schedule"),
         build_schedule=build_schedule or state.get("build_schedule"),
+        object_store_conn_id=object_store_conn_id or state.get("object_store_conn_id"),
     )
     if auth and admin_password() is None:
         _write_private(passwords_path(), json.dumps({ADMIN_USER: secrets.token_urlsafe(18)}))
