@@ -251,6 +251,8 @@ _LONGEST_FIRST = (  # by their measured time in a full run (CI rehearsal, 2 work
     "test_object_store_home.py",  # 5-6 min alone: a Spark driver per step, S3 and PostgreSQL
     "test_object_store_faults.py",  # 4-5 min alone
     "test_spark_s3.py",  # 3-4 min alone: a Spark driver per scenario
+    "test_iceberg_peers_s3.py",  # 6 min alone on a busy machine: two builds, Spark 4.1
+    "test_object_store_retention.py",  # 5 min alone on a busy machine
     "test_s3_server.py",  # 1.5 min: three server starts
     "test_ui_real_build.py",
     "test_ui_browser.py",
