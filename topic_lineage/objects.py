@@ -252,7 +252,7 @@ def pull_tree(relative_dir: str) -> None:
     not pushed yet stays. One request when nothing changed. With a local home, nothing."""
     if store() is None:
         return
-    index = _tree_index(relative_dir)
+    index = tree_index(relative_dir) or {}
     state = _tree_state(relative_dir)
     root = _local(relative_dir)
     stale = [name for name, digest in index.items()
@@ -283,7 +283,7 @@ def push_tree(relative_dir: str) -> None:
     gone = [name for name in state if name not in here]
     if not changed and not gone:
         return
-    index = _tree_index(relative_dir)  # as the store has it now: other writers' files stay
+    index = tree_index(relative_dir) or {}  # as the store has it now: other writers' files stay
     for name in changed:
         state[name] = {"digest": _digest(root / name), "local": here[name]}
         index[name] = state[name]["digest"]
@@ -318,12 +318,15 @@ def _digest(path: Path) -> str:
         return hashlib.file_digest(data, "sha256").hexdigest()[:32]
 
 
-def _tree_index(relative_dir: str) -> dict[str, str]:
+def tree_index(relative_dir: str) -> dict[str, str] | None:
+    """The store's index of a directory kept in step (:data:`TREE_INDEX`): name -> digest of
+    each file; None when there is none, or none of ours (then the files are pushed again and
+    named anew, and nothing counts as unnamed)."""
     found = fetch(f"{relative_dir}/{TREE_INDEX}", refresh=True)
     try:
-        return json.loads(found.read_text()) if found is not None else {}
-    except ValueError:  # not ours: the files are pushed again, and named anew
-        return {}
+        return json.loads(found.read_text()) if found is not None else None
+    except ValueError:
+        return None
 
 
 def _tree_state(relative_dir: str) -> dict:

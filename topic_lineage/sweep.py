@@ -154,16 +154,10 @@ def _store_leftovers(add) -> None:
 def _quality_leftovers(add) -> None:
     """Files of the quality directory that its index does not name (readers fetch only what it
     names, :func:`topic_lineage.objects.pull_tree`); nothing without an index."""
-    import json
-
     folder = objects.relative_name(t.quality_dir())
     files = objects.listing(folder)  # the index and a process's own files are hidden
-    index = objects.fetch(f"{folder}/{objects.TREE_INDEX}", refresh=True) if files else None
-    if index is None:
-        return
-    try:
-        named = json.loads(index.read_text())
-    except ValueError:  # not ours: nothing is proven unreferenced
+    named = objects.tree_index(folder) if files else None
+    if named is None:  # no index, or not ours: nothing is proven unreferenced
         return
     for name, (size, mtime) in sorted(files.items()):
         if name not in named:
