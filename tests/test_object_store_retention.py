@@ -8,7 +8,8 @@ removes, what a killed step leaves behind (topic_lineage.sweep):
   nothing references; the sweep leaves them while they are younger than the grace, then removes
   exactly them, and nothing a published or kept version has;
 - the killed build's version (status ``building``) goes with the next publish once its manifest
-  is stale; the version that publish superseded stays until the reader grace has passed;
+  is stale; the version that publish superseded stays until the reader grace has passed, then
+  goes but for the files the published version keeps of it by reference;
 - a version another worker is building is not removed by a publish on this one.
 """
 
@@ -110,7 +111,13 @@ def test_what_killed_steps_leave_is_swept_after_the_grace_and_nothing_kept_is(sh
     time.sleep(1.5)
     swept = Worker({**shared, GRACE: "1s", KEEP: "1"}, tmp_path / "verify-6").run("verify", "--clean")
     assert "retention removed 1 version(s): v1" in swept.stdout, swept.stdout
-    assert not _version_keys(_objects(s3_bucket), "v1")
+    # v1's manifest is gone; what stays of it is exactly what v3 (built on it) keeps by reference
+    with s3_bucket.filesystem().open_input_stream(
+            f"{s3_bucket.name}/home/warehouse/versions/v3/manifest.json") as manifest:
+        kept = json.loads(manifest.read())["file_references"].values()
+    assert _version_keys(_objects(s3_bucket), "v1") == {
+        f"home/warehouse/versions/{stored}" for stored in kept if stored.startswith("v1/")}
+    assert "home/warehouse/versions/v1/manifest.json" not in _objects(s3_bucket)
     reader = Worker(shared, tmp_path / "query")
     listed = json.loads(reader.run("versions", "--format", "json").stdout)
     assert [(m["version"], m["current"]) for m in listed] == [("v3", True)]

@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -340,9 +340,10 @@ def _save_tree_state(relative_dir: str, state: dict) -> None:
     write_durably(_local(relative_dir) / TREE_STATE, json.dumps(state))
 
 
-def remove_tree(relative_dir: str, *, last: str | None = None) -> None:
-    """Delete every object under ``relative_dir`` (hidden ones too); ``last`` (a name under it),
-    after all the others: a removal cut short leaves it, and so the sign that there is more."""
+def remove_tree(relative_dir: str, *, last: str | None = None, keep: Collection[str] = ()) -> None:
+    """Delete every object under ``relative_dir`` (hidden ones too) but those named in ``keep``
+    (home-relative names); ``last`` (a name under it), after all the others: a removal cut short
+    leaves it, and so the sign that there is more."""
     where = store()
     if where is None:
         return
@@ -351,7 +352,8 @@ def remove_tree(relative_dir: str, *, last: str | None = None) -> None:
     with _translated(where, f"removing {where.url_of(relative_dir)}"):
         infos = where.filesystem().get_file_info(
             pafs.FileSelector(where.key(relative_dir), recursive=True, allow_not_found=True))
-    found = [where.relative(i.path) for i in infos if i.type == pafs.FileType.File]
+    found = [name for i in infos if i.type == pafs.FileType.File
+             and (name := where.relative(i.path)) not in keep]
     final = f"{relative_dir.strip('/')}/{last}" if last else None
     remove(r for r in found if r != final)
     if final in found:

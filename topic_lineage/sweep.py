@@ -122,19 +122,25 @@ def find(*, warehouse_only: bool = False, now: datetime | None = None,
 def _versions_without_manifest(add) -> None:
     """Files under ``warehouse/versions/<version>/`` where no ``manifest.json`` is: a build
     writes its manifest before anything else and retention removes it last. A version whose
-    files are not all older than the grace is left whole."""
+    files are not all older than the grace is left whole, and a file that a version with a
+    manifest keeps by reference stays (retention left it for that version:
+    ``warehouse.REFERENCES``)."""
+    from topic_lineage.warehouse import versions
+
     root = objects.relative_name(t.versions_dir())
     by_version: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
     for relative, stat in objects.listing(root, hidden=True).items():
         name, _, rest = relative.partition("/")
         if rest:
             by_version[name][rest] = stat
-    for name, files in sorted(by_version.items()):
-        if "manifest.json" in files:
-            continue
+    without = {name: files for name, files in by_version.items() if versions.MANIFEST not in files}
+    # the manifests are read only when there is something to sweep (a GET each)
+    referenced = versions.referenced(versions.list_versions()) if without else set()
+    for name, files in sorted(without.items()):
         newest = max(mtime for _, mtime in files.values())
         for rest, (size, _) in sorted(files.items()):
-            add(VERSIONS_WITHOUT_MANIFEST, f"{root}/{name}/{rest}", size, newest)
+            if f"{name}/{rest}" not in referenced:
+                add(VERSIONS_WITHOUT_MANIFEST, f"{root}/{name}/{rest}", size, newest)
 
 
 def _store_leftovers(add) -> None:

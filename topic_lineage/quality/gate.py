@@ -370,12 +370,19 @@ def snapshot_scope(version: str, fingerprint: str) -> SnapshotScope | None:
         return None
     ours = version_table_path(version, t.TOPIC_SNAPSHOTS)
     theirs = version_table_path(base, t.TOPIC_SNAPSHOTS)
+    # on object storage a kept file is a reference (the working copy may not hold the base)
+    kept = warehouse.references_of(version)
+    base_kept = warehouse.references_of(base) if kept else {}
     new_files, inherited = [], 0
     for path in sorted(ours.glob("*.parquet")):
-        try:
-            same = os.path.samefile(path, theirs / path.name)
-        except OSError:  # not in the base (new), or the base is gone
-            same = False
+        name = f"{t.TOPIC_SNAPSHOTS}/{path.name}"
+        if name in kept:  # the base's file when the base's is stored in the same object
+            same = kept[name] == base_kept.get(name, f"{base}/{name}")
+        else:
+            try:
+                same = os.path.samefile(path, theirs / path.name)
+            except OSError:  # not in the base (new), or the base is gone
+                same = False
         if same:
             inherited += 1
         else:

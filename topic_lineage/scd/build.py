@@ -8,13 +8,14 @@ The driver plans and the executors derive: one Spark task per Kafka cluster walk
 snapshots (:mod:`topic_lineage.scd.walk_job`) and writes its part of the version. Incremental
 by default, against the published version (the *base*):
 
-- a cluster without new snapshots keeps the base's files (hard links): no task;
+- a cluster without new snapshots keeps the base's files (hard links; with the home on object
+  storage, references to the base's objects: nothing is uploaded again): no task;
 - a cluster whose new snapshots are all newer than its newest in the base continues the base's
   saved walk with only them (when this code saved it: ``build_code``);
 - a *late* snapshot (not newer than the newest its cluster had in the base) makes that cluster
   be walked again from its first snapshot; so does a base without the cluster's walk;
 - a snapshot file missing from the store (quarantined), other hold thresholds, or no usable base
-  make it a full refresh. ``topic_snapshots`` files of the base are shared by hard links.
+  make it a full refresh. ``topic_snapshots`` files of the base are shared the same way.
 
 Either way the rows equal those of ``--full-refresh`` (R5); tests assert it.
 """
@@ -22,7 +23,6 @@ Either way the rows equal those of ``--full-refresh`` (R5); tests assert it.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from topic_lineage import noop
+from topic_lineage import noop, objects
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.faults import fault_point
@@ -90,7 +90,8 @@ def _empty_frame(spark, ddl: str):
 
 
 def _read_table(spark, version: str, table: str, ddl: str):
-    return spark.read.schema(ddl).parquet(_task_name(wh.version_path(version, table)))
+    """One table of a version, its kept files where they are stored."""
+    return spark.read.schema(ddl).parquet(*wh.file_names(version, table))
 
 
 def _write(df, path: Path, files: int | None = None) -> None:
@@ -100,24 +101,34 @@ def _write(df, path: Path, files: int | None = None) -> None:
     df.write.mode("error").option("compression", "zstd").parquet(_task_name(path))
 
 
-def _link_files(source: Path, target: Path) -> int:
-    """Share a base table's immutable files with a new version (hard links, copy as fallback)."""
-    target.mkdir(parents=True, exist_ok=True)
-    linked = 0
-    for path in sorted(source.glob("*.parquet")):
-        _link_file(path, target / path.name)
-        linked += 1
-    return linked
+@dataclass
+class _Kept:
+    """The files a new version keeps of its base: hard links in the working copy and, with the
+    home on object storage, references (``wh.REFERENCES``: where the base's file is stored), so
+    that no kept file is uploaded again. Base files are immutable, so sharing them is safe."""
 
+    version: str
+    base: str | None
+    base_references: dict[str, str]
+    references: dict[str, str] = field(default_factory=dict)
 
-def _link_file(source: Path, target: Path) -> None:
-    """A hard link (a copy where the file system has none)."""
-    try:
-        os.link(source, target)
-    except OSError:
-        import shutil
+    def file(self, source: Path, target: Path) -> None:
+        """Keep the base's file ``source`` as the version's ``target``."""
+        wh.link_file(source, target)
+        if objects.store() is not None:
+            stored = wh.stored_path(self.base, source, self.base_references)
+            name = target.relative_to(wh.version_dir(self.version)).as_posix()
+            self.references[name] = stored.relative_to(t.versions_dir()).as_posix()
 
-        shutil.copy2(source, target)
+    def files(self, source: Path, target: Path) -> None:
+        """Keep every Parquet file of the base's directory ``source`` in ``target``."""
+        target.mkdir(parents=True, exist_ok=True)
+        for path in sorted(source.glob("*.parquet")):
+            self.file(path, target / path.name)
+
+    def stored(self, path: Path) -> Path:
+        """Where the base's file ``path`` is stored (in the working copy's terms)."""
+        return wh.stored_path(self.base, path, self.base_references)
 
 
 def _usable_base(base: str | None, policy: HoldPolicy) -> tuple[dict | None, str]:
@@ -206,8 +217,10 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
                  version, base, len(new_files), recomputed or "none")
     # The driver plans (before Spark is needed: the JVM may still be starting); the executors
     # walk, one task per cluster with something to derive.
+    kept = _Kept(version, None if manifest is None else base, (manifest or {}).get(wh.REFERENCES) or {})
     tasks, walked_again = _plan_walks(version, files, new_files, manifest, derived_clusters, policy,
-                                      base, out)
+                                      kept, out)
+    wh.record_references(version, kept.references)
     recomputed = sorted({*recomputed, *walked_again}) if manifest is not None else recomputed
     spark = session() if callable(session) else session
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -223,10 +236,10 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
         fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
         wh.push_version(version)  # on object storage: what the group job's executors read
         _write_group_tables(
-            spark, out, group_files,
-            recompute=None if manifest is None else derived_clusters | walked_again,
-            base=None if manifest is None else base,
+            spark, version, group_files,
+            recompute=None if manifest is None else derived_clusters | walked_again, kept=kept,
         )
+        wh.record_references(version, kept.references)
         wh.fetch_version(version)  # on object storage: the group tables the job wrote there
 
         counts = {table: _row_count(out / table) for table in t.TABLES}
@@ -269,7 +282,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
 
 
 def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manifest: dict | None,
-                clusters: set[str] | None, policy: HoldPolicy, base: str | None, out: Path
+                clusters: set[str] | None, policy: HoldPolicy, kept: _Kept, out: Path
                 ) -> tuple[list[walk_job.ClusterTask], set[str]]:
     """The walk job's tasks, and the clusters walked again from their first snapshot because
     the base has no part of theirs. Links what the version keeps of the base: every
@@ -287,13 +300,13 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
     new = set(new_files)
     newest = (manifest or {}).get("cluster_newest", {})
     same_code = manifest is not None and manifest.get("build_code") == noop.code_digest()
-    base_dir = None if manifest is None else wh.version_dir(base)
+    base, base_dir = kept.base, None if kept.base is None else wh.version_dir(kept.base)
     states = out / wh.WALK_STATE
     states.mkdir()
     for table in (t.TOPIC_SNAPSHOTS, t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS):
         (out / table).mkdir()
-    if manifest is not None:
-        _link_files(base_dir / t.TOPIC_SNAPSHOTS, out / t.TOPIC_SNAPSHOTS)
+    if base_dir is not None:
+        kept.files(base_dir / t.TOPIC_SNAPSHOTS, out / t.TOPIC_SNAPSHOTS)
     root = t.snapshots_dir()
     tasks, walked_again = [], set()
     for cluster_id, relatives in sorted(by_cluster.items()):
@@ -304,9 +317,9 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
         has_base_parts = bool(base_parts) and base_state.exists() and all(p.exists() for p in base_parts)
         if clusters is not None and cluster_id not in clusters:
             if has_base_parts:  # nothing new: the base's part of this cluster is this version's
-                _link_file(base_state, walk_job.state_file(states, cluster_id))
+                kept.file(base_state, walk_job.state_file(states, cluster_id))
                 for part, table in zip(base_parts, (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS), strict=True):
-                    _link_file(part, out / table / walk_job.part_name(cluster_id, version))
+                    kept.file(part, out / table / walk_job.part_name(cluster_id, version))
                 continue
             walked_again.add(cluster_id)
         continues = (same_code and has_base_parts and cluster_id in newest
@@ -314,7 +327,7 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
         tasks.append(walk_job.ClusterTask(
             cluster_id=cluster_id, files=tuple(_task_name(root / r) for r in relatives),
             observe=tuple(r in new for r in relatives),
-            base_state=_task_name(base_state) if continues else None,
+            base_state=_task_name(kept.stored(base_state)) if continues else None,
             continue_after=sum(1 for r in relatives if r not in new) if continues else 0,
             version=version, out=_task_name(out),
             state_out=_task_name(walk_job.state_file(states, cluster_id)),
@@ -352,9 +365,9 @@ def _stored_group_files(files: dict[str, int]) -> dict[str, int]:
     return found
 
 
-def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
-                        recompute: set[str] | None, base: str | None) -> None:
-    """Write ``group_offsets`` and ``group_incarnations`` of the version in ``out``.
+def _write_group_tables(spark, version: str, group_files: dict[str, int], *,
+                        recompute: set[str] | None, kept: _Kept) -> None:
+    """Write ``group_offsets`` and ``group_incarnations`` of ``version``.
 
     Attribution (R8) reads the version's *final* ``topic_incarnations`` (already written), so a
     cluster whose incarnations were derived again here gets its group rows derived again from
@@ -362,12 +375,13 @@ def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
     of the other clusters are the base version's, unchanged (their incarnations are). Either
     way the rows are those of a full refresh (R5); tests assert it.
     """
+    out, base = wh.version_dir(version), kept.base
     clusters = None if recompute is None else set(recompute)
     read = [r for r in sorted(group_files) if clusters is None or _file_key(r)[0] in clusters]
     if base is not None and not read:
         # nothing to derive again: the base's group rows are this version's
         for table in t.GROUP_TABLES:
-            _link_files(wh.version_path(base, table), out / table)
+            kept.files(wh.version_path(base, table), out / table)
         return
     if not group_files:
         # no stored group observation at all: both tables empty, without a Spark job
@@ -382,25 +396,20 @@ def _write_group_tables(spark, out: Path, group_files: dict[str, int], *,
         spark.read.schema(t.GROUP_STORE_DDL).parquet(*[_task_name(root / r) for r in read])
         if read else _empty_frame(spark, t.GROUP_STORE_DDL)
     )
-    snapshots = _read_table_files(spark, out / t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL).where(in_scope)
-    incarnations = _read_table_files(spark, out / t.TOPIC_INCARNATIONS,
-                                     t.TOPIC_INCARNATIONS_DDL).where(in_scope)
+    snapshots = _read_table(spark, version, t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL).where(in_scope)
+    incarnations = _read_table(spark, version, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL).where(in_scope)
     offsets = groups.group_offsets(group_rows, snapshots, incarnations)
     if base is not None:
         kept = _read_table(spark, base, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(~in_scope)
         offsets = kept.unionByName(offsets)
     _write(offsets, out / t.GROUP_OFFSETS)
     # group_incarnations from the offsets just written (not derived a second time)
-    written = _read_table_files(spark, out / t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(in_scope)
+    written = _read_table(spark, version, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(in_scope)
     per_incarnation = groups.group_incarnations(written, incarnations)
     if base is not None:
         kept = _read_table(spark, base, t.GROUP_INCARNATIONS, t.GROUP_INCARNATIONS_DDL).where(~in_scope)
         per_incarnation = kept.unionByName(per_incarnation)
     _write(per_incarnation, out / t.GROUP_INCARNATIONS)
-
-
-def _read_table_files(spark, path: Path, ddl: str):
-    return spark.read.schema(ddl).parquet(_task_name(path))
 
 
 def _write_empty(path: Path, ddl: str) -> None:

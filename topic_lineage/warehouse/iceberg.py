@@ -298,12 +298,15 @@ def stage(version: str, table_dirs: dict[str, Path]) -> dict[str, dict]:
     parent), so a version is exactly its files, whatever came before."""
     from pyiceberg.table import _parquet_files_to_data_files
 
+    from topic_lineage.warehouse import versions
+
     branch = audit_branch(version)
     snapshots, paths = {}, {}
+    kept = versions.references_of(version)  # files kept of an earlier version: stored there
     for table in t.TABLES:
         tbl = load_table(table, create=True)
-        files = [objects.url(p) for p in sorted(table_dirs[table].glob("*.parquet"))
-                 if not p.name.startswith((".", "_"))]
+        files = [objects.url(versions.stored_path(version, p, kept))
+                 for p in sorted(table_dirs[table].glob("*.parquet")) if not p.name.startswith((".", "_"))]
         with _calling(f"staging version {version} of {NAMESPACE}.{table} on branch {branch}"):
             data_files = list(_parquet_files_to_data_files(tbl.metadata, files, tbl.io))
             snapshots[table] = _retried(table, tbl, partial(_stage_on_branch, version=version,

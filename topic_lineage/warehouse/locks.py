@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from topic_lineage import objects
@@ -83,8 +83,10 @@ def reading(version: str | None = None) -> Iterator[str | None]:
         # pointer names a newer one now
 
 
-def remove_unless_read(name: str) -> bool:
-    """Remove version ``name`` unless a reader has pinned it (then False, nothing removed)."""
+def remove_unless_read(name: str, referenced: Collection[str] = ()) -> bool:
+    """Remove version ``name`` unless a reader has pinned it (then False, nothing removed); its
+    files that other versions reference (``referenced``, names under the versions folder) stay,
+    until none does (then the sweep takes them, :mod:`topic_lineage.sweep`)."""
     path = _reader_lock(name)
     with file_lock(path, blocking=False) as acquired:
         if not acquired:
@@ -94,7 +96,9 @@ def remove_unless_read(name: str) -> bool:
         iceberg.drop_version(name)  # its branch and snapshots first: no table names its files
         if objects.store() is not None:
             # its manifest last: a removal cut short leaves a version retention finds again
-            objects.remove_tree(objects.relative_name(version_dir(name)), last=MANIFEST)
+            root = objects.relative_name(t.versions_dir())
+            objects.remove_tree(objects.relative_name(version_dir(name)), last=MANIFEST,
+                                keep={f"{root}/{stored}" for stored in referenced})
         shutil.rmtree(version_dir(name), ignore_errors=True)
         path.unlink(missing_ok=True)
     return True

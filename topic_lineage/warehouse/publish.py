@@ -353,13 +353,16 @@ def apply_retention(keep: int | None = None, *, sweep_after: bool = True) -> lis
         ]
         due = removable[: max(len(versions) - keep, 0)]
     removed, in_use = [], []
-    for name in due:
+    for name in reversed(due):  # newest first: files it keeps of an older one are free after it
+        # a file another version keeps by reference stays (a removal that fails keeps its own)
+        referenced = v.referenced([m for m in versions if m["version"] not in (name, *removed)])
         try:
-            gone = remove_unless_read(name)
+            gone = remove_unless_read(name, referenced)
         except v.WarehouseError as exc:  # the catalog: the version stays until the next publish
             log.warning("retention kept version %s: %s", name, exc)
             continue
         (removed if gone else in_use).append(name)
+    removed, in_use = [n for n in due if n in removed], [n for n in due if n in in_use]
     if removed:
         log.info("retention removed version(s) %s", ", ".join(removed))
     if in_use:

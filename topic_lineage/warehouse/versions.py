@@ -4,6 +4,8 @@ history) and the ``CURRENT`` pointer's reading (see :mod:`topic_lineage.warehous
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +21,13 @@ STORE_FINGERPRINT = "store_fingerprint"
 """Manifest key: the store listing a version was built from (:mod:`topic_lineage.noop`)."""
 WALK_STATE = "_walk_state"
 """A version's saved walks, one file per cluster (:mod:`topic_lineage.scd.walk`)."""
+REFERENCES = "file_references"
+"""Manifest key, with the home on object storage: the files a version kept of its base, each
+by its name in the version (``<table>/<file>``) -> the object that holds it (``<version>/<table>/
+<file>`` under the versions folder), the object-store counterpart of a local home's hard links:
+a kept file is referenced, never uploaded again. Readers resolve names through it
+(:func:`stored_path`, :func:`file_names`); retention keeps a removed version's objects that another version
+references (:func:`referenced`)."""
 KEEP_ENV = "TOPIC_LINEAGE_KEEP_VERSIONS"
 DEFAULT_KEEP = 5
 
@@ -77,21 +86,97 @@ def write_manifest(version: str, manifest: dict) -> None:
 
 def fetch_version(version: str) -> Path:
     """The version's directory in the working copy, with every file of it (fetched from the
-    object store when missing: a version's files never change); its directory with a local home."""
+    object store when missing: a version's files never change; a file it references is fetched
+    where its object is and linked in); its directory with a local home."""
     folder = version_dir(version)
     if objects.store() is not None:
         prefix = objects.relative_name(folder)
         objects.fetch_all(f"{prefix}/{r}" for r in objects.listing(prefix) if r != MANIFEST)
         if objects.exists(f"{prefix}/{MANIFEST}"):
-            read_manifest(version)
+            _link_references(version, read_manifest(version).get(REFERENCES) or {})
     return folder
 
 
+def _link_references(version: str, references: dict[str, str]) -> None:
+    """Make the working copy's directory of ``version`` hold the files it references."""
+    root = t.versions_dir()
+    wanted = {name: root / stored for name, stored in references.items()
+              if not (version_dir(version) / name).exists()}
+    objects.fetch_all(objects.relative_name(path) for path in wanted.values())
+    for name, path in wanted.items():
+        if not path.exists():
+            raise WarehouseError(f"version {version!r} references {objects.url(path)}, which the "
+                                 "store does not have; run 'topic-lineage verify'")
+        target = version_dir(version) / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        link_file(path, target)
+
+
+def link_file(source: Path, target: Path) -> None:
+    """A hard link (a copy where the file system has none)."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        pass
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def references_of(version: str) -> dict[str, str]:
+    """The files ``version`` keeps by reference (:data:`REFERENCES`); none with a local home or
+    without a manifest."""
+    if objects.store() is None:
+        return {}
+    try:
+        return read_manifest(version).get(REFERENCES) or {}
+    except WarehouseError:
+        return {}
+
+
+def stored_path(version: str, path: Path, references: dict[str, str]) -> Path:
+    """The working copy's path of the object that holds ``path``, a file of ``version``'s
+    directory: the one it references (``references``: :func:`references_of`), else itself."""
+    if not references:
+        return Path(path)
+    name = Path(path).relative_to(version_dir(version)).as_posix()
+    return t.versions_dir() / references[name] if name in references else Path(path)
+
+
+def file_names(version: str, table: str) -> list[str]:
+    """How Spark names one table of a version: its directory with a local home; with the home
+    on object storage the URL of each of its objects, those of the files it references included
+    (one listing; what Spark just wrote there too)."""
+    folder = version_path(version, table)
+    if objects.store() is None:
+        return [str(folder)]
+    own = [r for r in objects.listing(objects.relative_name(folder))
+           if "/" not in r and r.endswith(".parquet") and not r.startswith((".", "_"))]
+    kept = [stored for name, stored in references_of(version).items() if name.startswith(table + "/")]
+    return sorted([objects.url(folder / r) for r in own] + [objects.url(t.versions_dir() / s) for s in kept])
+
+
+def record_references(version: str, references: dict[str, str]) -> None:
+    """Add to the version's manifest the files it keeps by reference (before its files are
+    pushed: :func:`push_version` uploads none of them)."""
+    if objects.store() is None or not references:
+        return
+    manifest = read_manifest(version)
+    manifest[REFERENCES] = {**(manifest.get(REFERENCES) or {}), **references}
+    write_manifest(version, manifest)
+
+
+def referenced(manifests: list[dict]) -> set[str]:
+    """The objects (under the versions folder) that the versions of ``manifests`` reference."""
+    return {stored for m in manifests for stored in (m.get(REFERENCES) or {}).values()}
+
+
 def tables_of(version: str) -> set[str]:
-    """The tables a version has files of (directories of it; on object storage, one listing)."""
+    """The tables a version has files of (directories of it; on object storage, one listing and
+    the files its manifest references)."""
     folder = version_dir(version)
     if objects.store() is not None:
-        return {r.split("/")[0] for r in objects.listing(objects.relative_name(folder)) if "/" in r}
+        names = [*objects.listing(objects.relative_name(folder)), *references_of(version)]
+        return {r.split("/")[0] for r in names if "/" in r}
     return {p.name for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
 
 
@@ -102,6 +187,7 @@ def push_version(version: str) -> None:
     if objects.store() is None:
         return
     there = set(objects.listing(objects.relative_name(folder)))  # written there already (by walk tasks)
+    there |= set(json.loads((folder / MANIFEST).read_text()).get(REFERENCES) or {})  # kept, stored elsewhere
     files = [objects.relative_name(p) for p in folder.rglob("*") if p.is_file()
              and not any(part.startswith(".") for part in p.relative_to(folder).parts)
              and p.name != MANIFEST and p.relative_to(folder).as_posix() not in there]
