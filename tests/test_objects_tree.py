@@ -86,3 +86,29 @@ def test_a_file_rewritten_with_the_same_size_is_pushed_and_pulled(workers):
     b = workers("b")
     objects.pull_tree("quality")
     assert (b / "index.html").read_text() == "verdict: FAILED"
+
+
+def test_a_file_written_again_with_the_same_content_is_not_uploaded_again(workers, s3_bucket):
+    """A gate rebuilds the Data Docs site, its styles and fonts (about 4 MB) included, with the
+    same bytes: only what changed goes to the store."""
+    a = workers("a")
+    a.mkdir(parents=True, exist_ok=True)
+    (a / "style.css").write_text("body { color: black }")
+    (a / "index.html").write_text("run 1")
+    objects.push_tree("quality")
+    # mark the stored objects: an upload would replace the mark
+    fs = s3_bucket.filesystem()
+    for name in ("style.css", "index.html"):
+        with fs.open_output_stream(f"{s3_bucket.name}/home/quality/{name}") as out:
+            out.write(b"marked")
+
+    (a / "style.css").write_text("body { color: black }")  # written again, a new time
+    (a / "index.html").write_text("run 2")
+    os.utime(a / "style.css", ns=(0, os.stat(a / "style.css").st_mtime_ns + 1_000_000))
+    objects.push_tree("quality")
+
+    def stored(name: str) -> bytes:
+        with fs.open_input_stream(f"{s3_bucket.name}/home/quality/{name}") as data:
+            return data.read()
+    assert stored("style.css") == b"marked"  # the same content: not uploaded again
+    assert stored("index.html") == b"run 2"

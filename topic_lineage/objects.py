@@ -284,13 +284,19 @@ def push_tree(relative_dir: str) -> None:
     if not changed and not gone:
         return
     index = tree_index(relative_dir) or {}  # as the store has it now: other writers' files stay
+    # a file written again with the same content (Data Docs rewrite their styles and fonts on
+    # every build of the site) is already there: the index names its digest
+    upload = []
     for name in changed:
-        state[name] = {"digest": _digest(root / name), "local": here[name]}
-        index[name] = state[name]["digest"]
+        digest = _digest(root / name)
+        if index.get(name) != digest:
+            upload.append(name)
+        state[name] = {"digest": digest, "local": here[name]}
+        index[name] = digest
     for name in gone:
         index.pop(name, None)
         del state[name]
-    push_all(f"{relative_dir}/{name}" for name in changed)
+    push_all(f"{relative_dir}/{name}" for name in upload)
     remove(f"{relative_dir}/{name}" for name in gone)
     _save_tree_state(relative_dir, state)
     write_durably(root / TREE_INDEX, json.dumps(index, sort_keys=True))
