@@ -4,16 +4,33 @@ measurements: a process has one driver JVM, and S3A's jars must be on it from it
 
     python -m tests.spark_s3_job '{"action": "roundtrip", "url": "s3://bucket/x", ...}'
 
-prints one JSON line (the last line of its output): what the test asserts on.
+prints one JSON line (the last line of its output): what the test asserts on (:func:`run_job`
+starts it and returns that line).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_job(spec: dict, env: dict[str, str], timeout: float = 300) -> dict:
+    """This module in a new process (and so a new driver JVM); its JSON answer."""
+    done = subprocess.run([sys.executable, "-m", "tests.spark_s3_job", json.dumps(spec)],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, check=False)
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"no answer (exit {done.returncode}):\n{done.stderr[-3000:]}"
+    answer = json.loads(lines[-1])
+    assert "crash" not in answer, answer["crash"] + "\n" + done.stderr[-2000:]
+    return answer
 
 
 def _process_lines(jvm_pid: int) -> list[str]:

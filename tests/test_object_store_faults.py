@@ -7,6 +7,9 @@ loopback) with the catalog on PostgreSQL, each step a process on a worker of its
   nothing;
 - throttling (``503 SlowDown``) and a request that times out are retried with backoff: the
   build succeeds.
+
+Each stores the same five rounds of the seeded history, so one local build is the reference of
+all three (``local_tables`` builds it once per test process).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def test_two_builds_at_once_one_publishes_the_other_fails_clearly(tmp_path, s3_b
     import time
 
     shared = shared_env(s3_bucket.env(), s3_bucket.url("home"), iceberg_postgres("two"))
-    store_rounds(Worker(shared, tmp_path / "capture").env, 0, 4)
+    store_rounds(Worker(shared, tmp_path / "capture").env, 0, 5)
     builds = {}
     for version in ("va", "vb"):
         worker = Worker(shared, tmp_path / f"build-{version}")
@@ -81,7 +84,7 @@ def test_two_builds_at_once_one_publishes_the_other_fails_clearly(tmp_path, s3_b
     said = loser.output().strip().splitlines()[-1]
     assert "changed meanwhile" in said and "nothing published changed" in said, loser.output()
     assert _published_versions(Worker(shared, tmp_path / "look")) == winners
-    assert query_all(Worker(shared, tmp_path / "query")) == local_tables(tmp_path, [(0, 4)])
+    assert query_all(Worker(shared, tmp_path / "query")) == local_tables(tmp_path, [(0, 5)])
 
 
 def test_throttling_and_a_timed_out_request_are_retried(tmp_path, s3_server, s3_bucket, iceberg_postgres):
@@ -92,7 +95,7 @@ def test_throttling_and_a_timed_out_request_are_retried(tmp_path, s3_server, s3_
                             iceberg_postgres("throttled"))
         shared["TOPIC_LINEAGE_OBJECT_STORE_TIMEOUT"] = "2"
         proxy.fail_next(3)  # the first requests of the store: SlowDown
-        store_rounds(Worker(shared, tmp_path / "capture").env, 0, 3)
+        store_rounds(Worker(shared, tmp_path / "capture").env, 0, 5)
         proxy.fail_next(4, operation="GET")
         proxy.delay_next(1, seconds=6, operation="LIST")
         Worker(shared, tmp_path / "build").run("build")
@@ -101,4 +104,4 @@ def test_throttling_and_a_timed_out_request_are_retried(tmp_path, s3_server, s3_
         assert [i for _, i in answered].count("delay") == 1, proxy.summary()
         assert proxy.pending_faults() == 0
         tables = query_all(Worker(shared, tmp_path / "query"))
-    assert tables == local_tables(tmp_path, [(0, 3)])
+    assert tables == local_tables(tmp_path, [(0, 5)])

@@ -12,6 +12,7 @@ refuses the credentials is one clear line and changes nothing.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -166,18 +167,40 @@ def test_a_live_capture_and_the_lineage_export_on_workers_of_their_own(shared, b
 def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket, tmp_path, monkeypatch):
     """Spark's standalone master with two workers, each in its own working directory; the
     store and the version only on S3. The walk tasks run on the workers' executors, read the
-    snapshots and write the version through S3, and the tables equal a local build's."""
+    snapshots and write the version through S3, and the tables equal a local build's.
+
+    First, on the same cluster, Spark's own Parquet writer and reader (``tests/spark_s3_job.py``,
+    as in tests/test_spark_s3.py): the executors, not the driver, write and read the files
+    through S3A, with the jars the driver gave them, the credentials of their environment and
+    the magic committer."""
+    from tests.spark_s3_job import run_job
     from topic_lineage.local.standalone import standalone_cluster
 
     for key, value in s3_bucket.env().items():  # the workers' (and so the executors') credentials
         monkeypatch.setenv(key, value)
     store_rounds(Worker(shared, tmp_path / "capture").env, 0, 5)
     with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=tmp_path / "cluster") as cluster:
+        roundtrip = run_job({"action": "roundtrip", "url": s3_bucket.url("spark/x"), "rows": 5000,
+                             "master": cluster.master_url, "placement": True,
+                             "conf": cluster.driver_conf(executor_memory="512m"),
+                             "locations": [s3_bucket.url("spark")]}, dict(os.environ))
         driver = Worker(shared, tmp_path / "driver")
         driver.env["PYSPARK_SUBMIT_ARGS"] = " ".join(
             [f"--conf {k}={v}" for k, v in cluster.driver_conf(executor_memory="512m").items()]
             + ["pyspark-shell"])
         driver.run("build", "--version-id", "vs", "--master", cluster.master_url)
+
+    assert roundtrip.get("error") is None, roundtrip["error"]
+    assert roundtrip["count"] == 5000 and roundtrip["same_rows"]
+    assert not [path for path in roundtrip["listing"] if "_temporary" in path or "__magic" in path]
+    assert roundtrip["success_committer"] == "magic"
+    assert {row["executor_id"] for row in roundtrip["placement"]} == {"0", "1"}, roundtrip["placement"]
+    # the jars went to that application's executors from the driver: each worker has them
+    application = roundtrip["conf"]["spark.app.id"]
+    for worker in ("worker-1", "worker-2"):
+        fetched = list((tmp_path / "cluster" / worker).glob(f"{application}/*/hadoop-aws-3.5.0.jar"))
+        assert fetched, f"{worker} got no hadoop-aws jar"
+
     fs = s3_bucket.filesystem()
     with fs.open_input_stream(f"{s3_bucket.name}/home/warehouse/versions/vs/manifest.json") as f:
         manifest = json.loads(f.read())

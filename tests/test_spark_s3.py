@@ -4,7 +4,9 @@ loopback address), configured from the environment as AWS's tools are (issue #45
 - a ``local[2]`` session writes with S3A's magic committer and reads the same rows back, leaving
   no ``_temporary`` or ``__magic`` objects;
 - on a two-worker standalone cluster the executors write and read through S3 themselves (they
-  share no directory with the driver), with the S3A jars the driver hands them;
+  share no directory with the driver), with the S3A jars the driver hands them: in
+  tests/test_object_store_home.py, on the same cluster as a build of a home on S3 (one cluster's
+  start for both);
 - a wrong secret fails in seconds, with one error naming the refusal;
 - the secret is neither a Spark setting nor on any command line of the driver's processes.
 
@@ -14,20 +16,17 @@ the driver JVM from its start, and this test process's JVM may be another test m
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.spark_s3_job import run_job
 from topic_lineage.spark import object_store_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[1]
 ACCESS_KEY = "tl-test-access"
 SECRET_KEY = "tl-test-secret-5f2a9c1e7b"  # a value no Spark setting could hold by chance
 BUCKET = "lineage"
@@ -57,18 +56,6 @@ def s3_env(endpoint: str, secret: str = SECRET_KEY) -> dict[str, str]:
     env.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1",
                AWS_ENDPOINT_URL=endpoint)
     return env
-
-
-def run_job(spec: dict, env: dict[str, str], timeout: float = 300) -> dict:
-    """``tests/spark_s3_job.py`` in a new process (and so a new driver JVM); its JSON answer."""
-    done = subprocess.run([sys.executable, "-m", "tests.spark_s3_job", json.dumps(spec)],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, check=False)
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"no answer (exit {done.returncode}):\n{done.stderr[-3000:]}"
-    answer = json.loads(lines[-1])
-    assert "crash" not in answer, answer["crash"] + "\n" + done.stderr[-2000:]
-    return answer
 
 
 def _user_files(listing: list[str]) -> list[str]:
@@ -113,36 +100,6 @@ def test_local_session_writes_and_reads_parquet_on_s3(s3_endpoint):
     assert answer["conf"]["spark.sql.sources.commitProtocolClass"].endswith("PathOutputCommitProtocol")
     # the session still maps the installation's archive of Spark's classes
     assert answer["maps_archive"] in (True, None)
-
-
-def test_standalone_executors_write_and_read_through_s3(s3_endpoint, tmp_path):
-    """Two workers, each with its own work directory: the executors, not the driver, write and
-    read the files, with the jars the driver gave them and the credentials of their environment."""
-    from topic_lineage.local.standalone import standalone_cluster
-
-    env = s3_env(s3_endpoint)
-    saved = dict(os.environ)
-    os.environ.update({key: value for key, value in env.items() if key.startswith("AWS_")})
-    try:  # the workers (and so their executors) start with the user's AWS variables
-        with standalone_cluster(workers=2, cores_per_worker=1, memory="1g",
-                                work_dir=tmp_path / "cluster") as cluster:
-            answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/standalone/x",
-                              "rows": 5000, "master": cluster.master_url, "placement": True,
-                              "conf": cluster.driver_conf(executor_memory="512m"),
-                              "locations": [f"s3://{BUCKET}/standalone"]}, env)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    assert answer.get("error") is None, answer["error"]
-    assert answer["count"] == 5000 and answer["same_rows"]
-    assert not [path for path in answer["listing"] if "_temporary" in path or "__magic" in path]
-    assert answer["success_committer"] == "magic"
-    executors = {row["executor_id"] for row in answer["placement"]}
-    assert executors == {"0", "1"}, answer["placement"]
-    # the jars went to the executors from the driver: each worker's application directory has them
-    for worker in ("worker-1", "worker-2"):
-        fetched = list((tmp_path / "cluster" / worker).glob("app-*/*/hadoop-aws-3.5.0.jar"))
-        assert fetched, f"{worker} got no hadoop-aws jar"
 
 
 def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_endpoint):

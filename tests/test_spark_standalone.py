@@ -71,6 +71,9 @@ def finished_cluster(tmp_path_factory):
             seen["placement"] = task_placement(spark, 4)
             seen["processes"] = set().union(*(_tree(pid) for pid in seen["daemons"].values()))
             seen["executor_parents"] = {psutil.Process(row["executor_pid"]).ppid() for row in seen["placement"]}
+            seen["mapped_archive"] = {
+                pid: _maps_the_archive(pid)
+                for pid in [*seen["daemons"].values(), *(row["executor_pid"] for row in seen["placement"])]}
             seen["app_running"] = [app["name"] for app in cluster.state()["activeapps"]]
         finally:
             spark.stop()
@@ -79,6 +82,16 @@ def finished_cluster(tmp_path_factory):
         seen["standalone_build"] = build(seen["home"], "v-standalone", cluster.master_url,
                                          cluster.driver_conf())
     return seen
+
+
+def _maps_the_archive(pid: int) -> bool:
+    """Whether process ``pid`` (a ``java``: a daemon's ``spark-class`` execs it) has this
+    installation's archive of Spark's classes mapped (not only the JDK's own ``classes.jsa``,
+    which every JVM maps)."""
+    from topic_lineage.local import jvm_archive
+
+    with open(f"/proc/{pid}/maps") as maps:
+        return any(line.rstrip().endswith(str(jvm_archive.archive_path())) for line in maps)
 
 
 def _small_store(home):
@@ -127,6 +140,15 @@ def test_tasks_run_on_two_executors_not_the_driver(finished_cluster):
     assert executor_pids <= seen["processes"], "executors outside the cluster's process trees"
     for name, log in (("master", "master.log"), ("worker-1", "worker-1.log"), ("worker-2", "worker-2.log")):
         assert (seen["work_dir"] / log).stat().st_size > 0, f"{name} left no log"
+
+
+def test_the_daemons_and_executors_map_the_installations_class_archive(finished_cluster):
+    """The install made an archive of Spark's classes (tests/test_jvm_archive.py): the cluster's
+    JVMs, which run the same Spark, start from it as the drivers do (about half the start)."""
+    from topic_lineage.local import jvm_archive
+
+    assert jvm_archive.java_options(), "the install made no class archive"
+    assert all(finished_cluster["mapped_archive"].values()), finished_cluster["mapped_archive"]
 
 
 def test_leaving_the_context_ends_every_process(finished_cluster):

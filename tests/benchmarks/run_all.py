@@ -9,6 +9,7 @@
                 Spark's time ratio to it, and a row-by-row cross-check
 4. scaleout     the same full refresh with the unchanged spark_jobs/build.py against a Spark
                 standalone master + one worker started from the pyspark installation
+                (topic_lineage.local.standalone: its JVMs map the class archive, as drivers do)
 5. query        median latency of the cookbook queries and of the UI's JSON API
                 (tests/benchmarks/bench_query.py) on the full-refresh data set
 
@@ -25,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -161,15 +161,21 @@ def spark_env(home: Path, master: str) -> dict:
 
 
 def run_build(home: Path, version: str, *, full: bool, master: str = "local[*]",
-              publish: bool = True, base: str | None = None) -> dict:
+              publish: bool = True, base: str | None = None, conf: dict | None = None) -> dict:
     """``spark_jobs/build.py`` in its own process, validated and published unless ``publish`` is
-    false (then incremental on ``base``); seconds as the build reports them (the build alone)."""
+    false (then incremental on ``base``); seconds as the build reports them (the build alone).
+    ``conf``: driver settings (a standalone cluster's ``driver_conf()``), through
+    ``PYSPARK_SUBMIT_ARGS`` as build.py takes no Spark settings."""
     cmd = [PY, str(ROOT / "spark_jobs" / "build.py"), "--version-id", version]
     cmd += ["--publish"] if publish else []
     cmd += ["--base-version", base] if base else []
     if full:
         cmd.append("--full-refresh")
-    proc, wall, peak, at_peak = run_measured(cmd, env=spark_env(home, master), merge_stderr=True)
+    env = spark_env(home, master)
+    if conf:
+        env["PYSPARK_SUBMIT_ARGS"] = " ".join(
+            [f"--conf {key}={value}" for key, value in conf.items()] + [env["PYSPARK_SUBMIT_ARGS"]])
+    proc, wall, peak, at_peak = run_measured(cmd, env=env, merge_stderr=True)
     if proc.returncode:
         raise SystemExit(f"build {version} failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
     manifest = json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
@@ -248,79 +254,15 @@ def bench_reference(home: Path, work: Path) -> dict:
 
 
 # --- 4. scale-out -----------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float, proc: subprocess.Popen, name: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{name} exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise SystemExit(f"{name} did not listen on 127.0.0.1:{port} within {timeout}s")
-
-
-class StandaloneCluster:
-    """A Spark standalone master and one worker from the pyspark installation, on loopback."""
-
-    def __init__(self, work: Path, cores: int = 2, memory: str = "2g"):
-        import pyspark
-
-        self.spark_home = Path(pyspark.__file__).parent
-        self.work, self.cores, self.memory = work, cores, memory
-        self.procs: list[subprocess.Popen] = []
-
-    def _start(self, name: str, *args: str) -> subprocess.Popen:
-        env = dict(os.environ, SPARK_HOME=str(self.spark_home), SPARK_LOCAL_IP="127.0.0.1",
-                   SPARK_WORKER_DIR=str(self.work / "worker"), PYSPARK_PYTHON=PY,
-                   SPARK_NO_DAEMONIZE="1")
-        handle = open(self.work / f"{name}.log", "w")  # noqa: SIM115 -- lives as long as the process
-        proc = subprocess.Popen([str(self.spark_home / "bin" / "spark-class"), *args], env=env,
-                                stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
-    def __enter__(self) -> str:
-        self.work.mkdir(parents=True, exist_ok=True)
-        port, ui, worker_ui = _free_port(), _free_port(), _free_port()
-        master = self._start("master", "org.apache.spark.deploy.master.Master",
-                             "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui))
-        _wait_port(port, 90, master, "spark master")
-        self.url = f"spark://127.0.0.1:{port}"
-        worker = self._start("worker", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                             "--cores", str(self.cores), "--memory", self.memory,
-                             "--webui-port", str(worker_ui), self.url)
-        deadline = time.monotonic() + 90
-        while "Successfully registered with master" not in (self.work / "worker.log").read_text():
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"spark worker did not register:\n{(self.work / 'worker.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-        return self.url
-
-    def __exit__(self, *exc) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-
-
 def bench_scaleout(home: Path, work: Path, local_seconds: float, gate: bool = True) -> dict:
     from tests.benchmarks import reference_duckdb as ref
     from topic_lineage import warehouse as wh
+    from topic_lineage.local.standalone import standalone_cluster
 
     log("scale-out: standalone master + 1 worker")
-    with StandaloneCluster(work / "standalone") as url:
-        result = run_build(home, "standalone", full=True, master=url, publish=gate)
+    with standalone_cluster(workers=1, cores_per_worker=2, memory="2g", work_dir=work / "standalone") as cluster:
+        result = run_build(home, "standalone", full=True, master=cluster.master_url, publish=gate,
+                           conf=cluster.driver_conf())
     os.environ["TOPIC_LINEAGE_HOME"] = str(home)
     # The store now also holds the incremental benchmark's extra snapshot: a fresh reference.
     ref.build(work / "reference-rows-scaleout")

@@ -81,7 +81,7 @@ class Cluster:
         the worker's ``memory``, or the master never launches the executor. The first job waits
         (up to 30 s) until every executor has registered: otherwise all of a short job's tasks
         may run on whichever executor came first."""
-        return {
+        conf = {
             "spark.driver.host": HOST,
             "spark.driver.bindAddress": HOST,
             "spark.executor.cores": str(self.cores_per_worker),
@@ -89,6 +89,20 @@ class Cluster:
             "spark.executor.memory": executor_memory,
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         }
+        if _archive_option():  # the executors are JVMs of this installation's Spark too
+            conf["spark.executor.defaultJavaOptions"] = _archive_option()
+        return conf
+
+
+def _archive_option() -> str:
+    """The JVM option that maps this installation's archive of Spark's classes
+    (:mod:`topic_lineage.local.jvm_archive`), or ``""`` when it has none. The daemons and the
+    executors here run this installation's Spark: with it each starts in about half the time
+    (a cluster's start 17-19 s instead of 31-34 s, 2 busy cores). One word (``-Xshare:auto`` is
+    the JVM's default): callers pass driver settings in ``PYSPARK_SUBMIT_ARGS``, split at spaces."""
+    from topic_lineage.local import jvm_archive
+
+    return f"-XX:SharedArchiveFile={jvm_archive.archive_path()}" if jvm_archive.java_options() else ""
 
 
 def spark_home() -> Path:
@@ -119,6 +133,9 @@ def _start(cluster: Cluster, name: str, *args: str) -> None:
                SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
                # Executors' Python workers must be this interpreter: tasks import topic_lineage.
                PYSPARK_PYTHON=sys.executable)
+    daemon_options = " ".join(filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS"), _archive_option()]))
+    if daemon_options:
+        env["SPARK_DAEMON_JAVA_OPTS"] = daemon_options
     env.pop("PYSPARK_GATEWAY_PORT", None)  # never a driver's, should this process be one
     with open(cluster.log(name), "w") as log:  # the child keeps its own descriptor
         cluster.processes[name] = subprocess.Popen(
