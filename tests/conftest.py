@@ -239,6 +239,7 @@ _LONGEST_FIRST = (  # by their measured times in a full run (CI rehearsal of 2f4
     "test_airflow_local_deployment.py",  # 149 + 62 (setup) + ...
     "test_object_store_home.py",  # 128 + 85 + ... (5-6 min alone)
     "test_airflow_object_store.py",  # 187 + 57 (setup)
+    "test_object_store_references.py",  # 454 alone at load 4-7 (four builds, three local builds)
     "test_faults.py",  # 71 + 48 + ... (about 5 min in earlier rounds)
     "test_spark_standalone.py",  # 128 (setup) + 19 + 25 + 14 in the fast tier: its longest file, early there
     "test_iceberg_published.py",  # 127 + 96
