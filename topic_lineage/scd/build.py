@@ -251,7 +251,8 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
     # branch; main does not move until the version is published
     staging = time.monotonic()
     wh.push_version(version)  # with the home on object storage: the files the snapshots name
-    staged = iceberg.stage(version, {table: out / table for table in t.TABLES})
+    staged = iceberg.stage(version, {table: out / table for table in t.TABLES},
+                           lambda path: wh.stored_path(version, path, kept.references))
     stage_seconds = round(time.monotonic() - staging, 3)
     mode = "full" if manifest is None else "incremental"
     info = VersionInfo(

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
@@ -290,22 +290,22 @@ def _snapshot_version(snapshot) -> str | None:
 
 
 # --- write, audit, publish -------------------------------------------------------------------
-def stage(version: str, table_dirs: dict[str, Path]) -> dict[str, dict]:
+def stage(version: str, table_dirs: dict[str, Path],
+          stored: Callable[[Path], Path] | None = None) -> dict[str, dict]:
     """Add each table's Parquet files (``table_dirs[table]/*.parquet``) as the data files of one
-    new snapshot on branch ``audit-<version>``; ``main`` does not move. Returns what the
-    version's manifest records: :data:`SNAPSHOTS_KEY` (table -> the snapshot's ID) and
-    :data:`FILES_KEY` (table -> its data files). A snapshot holds the whole table (it has no
-    parent), so a version is exactly its files, whatever came before."""
+    new snapshot on branch ``audit-<version>``; ``main`` does not move. ``stored`` gives the
+    file that holds one of them (a file the version keeps of an earlier one by reference is
+    that one's: ``warehouse.stored_path``). Returns what the version's manifest records:
+    :data:`SNAPSHOTS_KEY` (table -> the snapshot's ID) and :data:`FILES_KEY` (table -> its data
+    files). A snapshot holds the whole table (it has no parent), so a version is exactly its
+    files, whatever came before."""
     from pyiceberg.table import _parquet_files_to_data_files
-
-    from topic_lineage.warehouse import versions
 
     branch = audit_branch(version)
     snapshots, paths = {}, {}
-    kept = versions.references_of(version)  # files kept of an earlier version: stored there
     for table in t.TABLES:
         tbl = load_table(table, create=True)
-        files = [objects.url(versions.stored_path(version, p, kept))
+        files = [objects.url(stored(p) if stored else p)
                  for p in sorted(table_dirs[table].glob("*.parquet")) if not p.name.startswith((".", "_"))]
         with _calling(f"staging version {version} of {NAMESPACE}.{table} on branch {branch}"):
             data_files = list(_parquet_files_to_data_files(tbl.metadata, files, tbl.io))

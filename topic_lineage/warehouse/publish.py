@@ -193,7 +193,9 @@ def staged_snapshots(version: str, manifest: dict | None = None) -> dict[str, in
     snapshots = manifest.get(iceberg.SNAPSHOTS_KEY) or {}
     if all(table in snapshots for table in t.TABLES):
         return snapshots
-    staged = iceberg.stage(version, {x: v.version_path(version, x) for x in t.TABLES})
+    kept = v.references_of(version)
+    staged = iceberg.stage(version, {x: v.version_path(version, x) for x in t.TABLES},
+                           lambda path: v.stored_path(version, path, kept))
     manifest = v.read_manifest(version)
     manifest.update(staged)
     v.write_manifest(version, manifest)
