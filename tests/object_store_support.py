@@ -105,12 +105,23 @@ def local_tables(tmp_path: Path, rounds: list[tuple[int, int]]) -> dict[str, str
 
 
 def _build_locally(tmp_path: Path, rounds: list[tuple[int, int]]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYICEBERG_", "TOPIC_LINEAGE_"))}
-    env.update(TOPIC_LINEAGE_HOME=str(tmp_path / "local-home"), HOME=str(tmp_path / "local-user"))
+    env = local_env(tmp_path)
     for first, last in rounds:
         store_rounds(env, first, last)
+    return full_build_tables(env, tmp_path)
+
+
+def local_env(root: Path) -> dict[str, str]:
+    """The environment of a home on the local disk under ``root`` (the embedded catalog)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYICEBERG_", "TOPIC_LINEAGE_"))}
+    env.update(TOPIC_LINEAGE_HOME=str(root / "local-home"), HOME=str(root / "local-user"))
+    return env
+
+
+def full_build_tables(env: dict[str, str], cwd: Path) -> dict[str, str]:
+    """What :data:`QUERIES` answer after a full refresh of the home of ``env``."""
     subprocess.run([CLI, "build", "--full-refresh"], env=env, check=True, capture_output=True,
-                   timeout=600, cwd=str(tmp_path))
+                   timeout=600, cwd=str(cwd))
     return {name: subprocess.run([CLI, "query", "--format", "json", sql], env=env, check=True,
                                  capture_output=True, text=True, timeout=300).stdout
             for name, sql in QUERIES.items()}

@@ -14,14 +14,19 @@ equals a full build of the same snapshots on the local disk.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.object_store_support import CLI, QUERIES, ROOT, Worker, query_all, shared_env
+from tests.object_store_support import (
+    ROOT,
+    Worker,
+    full_build_tables,
+    local_env,
+    query_all,
+    shared_env,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
@@ -55,25 +60,6 @@ def _store(env: dict, first: int, last: int, only: str = "all") -> None:
 @pytest.fixture
 def shared(s3_bucket, iceberg_postgres, tmp_path):
     return shared_env(s3_bucket.env(), s3_bucket.url("home"), iceberg_postgres(tmp_path.name))
-
-
-class _LocalHome:
-    """The same snapshots stored in a home on the local disk, for the tables of a full build."""
-
-    def __init__(self, root: Path):
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("PYICEBERG_", "TOPIC_LINEAGE_"))}
-        self.env.update(TOPIC_LINEAGE_HOME=str(root / "local-home"), HOME=str(root / "local-user"))
-        self.root = root
-
-    def store(self, first: int, last: int, only: str = "all") -> None:
-        _store(self.env, first, last, only)
-
-    def tables(self) -> dict[str, str]:
-        subprocess.run([CLI, "build", "--full-refresh"], env=self.env, check=True, capture_output=True,
-                       timeout=600, cwd=str(self.root))
-        return {name: subprocess.run([CLI, "query", "--format", "json", sql], env=self.env, check=True,
-                                     capture_output=True, text=True, timeout=300).stdout
-                for name, sql in QUERIES.items()}
 
 
 def _keys(bucket, version: str) -> set[str]:
@@ -128,10 +114,10 @@ def test_kept_files_are_referenced_not_uploaded_and_outlive_their_version_while_
     assert left == set(v3.values()), left ^ set(v3.values())  # exactly what v3 references: no manifest
     # v3 reads through references to v1 and to v2 (the tables are compared once, here: a
     # version's rows come from its files, wherever they are stored)
-    local = _LocalHome(tmp_path)
+    local = local_env(tmp_path)
     for step in ((0, 4, "all"), (4, 6, "0"), (6, 7, "0")):
-        local.store(*step)
-    assert query_all(Worker(shared, tmp_path / "query-3")) == local.tables()
+        _store(local, *step)
+    assert query_all(Worker(shared, tmp_path / "query-3")) == full_build_tables(local, tmp_path)
     verified = Worker(shared, tmp_path / "verify-3").run("verify")
     assert "version files without a manifest: 0" in verified.stdout, verified.stdout
 

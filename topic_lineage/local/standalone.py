@@ -89,8 +89,9 @@ class Cluster:
             "spark.executor.memory": executor_memory,
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         }
-        if _archive_option():  # the executors are JVMs of this installation's Spark too
-            conf["spark.executor.defaultJavaOptions"] = _archive_option()
+        archive = _archive_option()
+        if archive:  # the executors are JVMs of this installation's Spark too
+            conf["spark.executor.defaultJavaOptions"] = archive
         return conf
 
 

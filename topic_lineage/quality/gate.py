@@ -362,17 +362,19 @@ def snapshot_scope(version: str, fingerprint: str) -> SnapshotScope | None:
     from topic_lineage import warehouse
 
     try:
-        base = warehouse.read_manifest(version).get("base_version")
-        verdict = (warehouse.read_manifest(base).get("gate") or {}) if base else {}
+        manifest = warehouse.read_manifest(version)
+        base = manifest.get("base_version")
+        base_manifest = warehouse.read_manifest(base) if base else {}
     except warehouse.WarehouseError:
         return None
+    verdict = base_manifest.get("gate") or {}
     if verdict.get("passed") is not True or verdict.get(SUITE_FINGERPRINT) != fingerprint:
         return None
     ours = version_table_path(version, t.TOPIC_SNAPSHOTS)
     theirs = version_table_path(base, t.TOPIC_SNAPSHOTS)
     # on object storage a kept file is a reference (the working copy may not hold the base)
-    kept = warehouse.references_of(version)
-    base_kept = warehouse.references_of(base) if kept else {}
+    kept = manifest.get(warehouse.REFERENCES) or {}
+    base_kept = base_manifest.get(warehouse.REFERENCES) or {}
     new_files, inherited = [], 0
     for path in sorted(ours.glob("*.parquet")):
         name = f"{t.TOPIC_SNAPSHOTS}/{path.name}"

@@ -89,9 +89,9 @@ def _empty_frame(spark, ddl: str):
     return spark.range(0).select(*[F.lit(None).cast(kind).alias(name) for name, kind in types])
 
 
-def _read_table(spark, version: str, table: str, ddl: str):
-    """One table of a version, its kept files where they are stored."""
-    return spark.read.schema(ddl).parquet(*wh.file_names(version, table))
+def _read_table(spark, version: str, table: str, ddl: str, references: dict[str, str]):
+    """One table of a version, the files it keeps by ``references`` where they are stored."""
+    return spark.read.schema(ddl).parquet(*wh.file_names(version, table, references))
 
 
 def _write(df, path: Path, files: int | None = None) -> None:
@@ -111,14 +111,21 @@ class _Kept:
     base: str | None
     base_references: dict[str, str]
     references: dict[str, str] = field(default_factory=dict)
+    recorded: int = 0
 
     def file(self, source: Path, target: Path) -> None:
         """Keep the base's file ``source`` as the version's ``target``."""
         wh.link_file(source, target)
         if objects.store() is not None:
-            stored = wh.stored_path(self.base, source, self.base_references)
             name = target.relative_to(wh.version_dir(self.version)).as_posix()
-            self.references[name] = stored.relative_to(t.versions_dir()).as_posix()
+            self.references[name] = self.stored(source).relative_to(t.versions_dir()).as_posix()
+
+    def record(self) -> None:
+        """Name the references made since the last call in the version's manifest (before its
+        files are pushed: ``wh.push_version`` uploads none of them)."""
+        if len(self.references) > self.recorded:
+            wh.record_references(self.version, self.references)
+            self.recorded = len(self.references)
 
     def files(self, source: Path, target: Path) -> None:
         """Keep every Parquet file of the base's directory ``source`` in ``target``."""
@@ -220,7 +227,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
     kept = _Kept(version, None if manifest is None else base, (manifest or {}).get(wh.REFERENCES) or {})
     tasks, walked_again = _plan_walks(version, files, new_files, manifest, derived_clusters, policy,
                                       kept, out)
-    wh.record_references(version, kept.references)
+    kept.record()
     recomputed = sorted({*recomputed, *walked_again}) if manifest is not None else recomputed
     spark = session() if callable(session) else session
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -239,7 +246,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
             spark, version, group_files,
             recompute=None if manifest is None else derived_clusters | walked_again, kept=kept,
         )
-        wh.record_references(version, kept.references)
+        kept.record()
         wh.fetch_version(version)  # on object storage: the group tables the job wrote there
 
         counts = {table: _row_count(out / table) for table in t.TABLES}
@@ -397,19 +404,23 @@ def _write_group_tables(spark, version: str, group_files: dict[str, int], *,
         spark.read.schema(t.GROUP_STORE_DDL).parquet(*[_task_name(root / r) for r in read])
         if read else _empty_frame(spark, t.GROUP_STORE_DDL)
     )
-    snapshots = _read_table(spark, version, t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL).where(in_scope)
-    incarnations = _read_table(spark, version, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL).where(in_scope)
+    snapshots = _read_table(spark, version, t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL,
+                            kept.references).where(in_scope)
+    incarnations = _read_table(spark, version, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL,
+                               kept.references).where(in_scope)
     offsets = groups.group_offsets(group_rows, snapshots, incarnations)
     if base is not None:
-        kept = _read_table(spark, base, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(~in_scope)
-        offsets = kept.unionByName(offsets)
+        others = _read_table(spark, base, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL,
+                             kept.base_references).where(~in_scope)
+        offsets = others.unionByName(offsets)
     _write(offsets, out / t.GROUP_OFFSETS)
     # group_incarnations from the offsets just written (not derived a second time)
-    written = _read_table(spark, version, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL).where(in_scope)
+    written = _read_table(spark, version, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL, kept.references).where(in_scope)
     per_incarnation = groups.group_incarnations(written, incarnations)
     if base is not None:
-        kept = _read_table(spark, base, t.GROUP_INCARNATIONS, t.GROUP_INCARNATIONS_DDL).where(~in_scope)
-        per_incarnation = kept.unionByName(per_incarnation)
+        others = _read_table(spark, base, t.GROUP_INCARNATIONS, t.GROUP_INCARNATIONS_DDL,
+                             kept.base_references).where(~in_scope)
+        per_incarnation = others.unionByName(per_incarnation)
     _write(per_incarnation, out / t.GROUP_INCARNATIONS)
 
 

@@ -193,7 +193,7 @@ def staged_snapshots(version: str, manifest: dict | None = None) -> dict[str, in
     snapshots = manifest.get(iceberg.SNAPSHOTS_KEY) or {}
     if all(table in snapshots for table in t.TABLES):
         return snapshots
-    kept = v.references_of(version)
+    kept = manifest.get(v.REFERENCES) or {}
     staged = iceberg.stage(version, {x: v.version_path(version, x) for x in t.TABLES},
                            lambda path: v.stored_path(version, path, kept))
     manifest = v.read_manifest(version)
@@ -264,7 +264,7 @@ def publish(
             raise PublishRefused(
                 f"version {version!r} is not completely built (status 'building'); build again"
             )
-        present = v.tables_of(version)
+        present = v.tables_of(version, manifest.get(v.REFERENCES) or {})
         for table in t.TABLES:
             if table not in present:
                 raise PublishRefused(f"version {version!r} lacks table {table}; build it again")

@@ -122,36 +122,26 @@ def link_file(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def references_of(version: str) -> dict[str, str]:
-    """The files ``version`` keeps by reference (:data:`REFERENCES`); none with a local home or
-    without a manifest."""
-    if objects.store() is None:
-        return {}
-    try:
-        return read_manifest(version).get(REFERENCES) or {}
-    except WarehouseError:
-        return {}
-
-
 def stored_path(version: str, path: Path, references: dict[str, str]) -> Path:
     """The working copy's path of the object that holds ``path``, a file of ``version``'s
-    directory: the one it references (``references``: :func:`references_of`), else itself."""
+    directory: the one it references (``references``: its manifest's :data:`REFERENCES`), else
+    itself."""
     if not references:
         return Path(path)
     name = Path(path).relative_to(version_dir(version)).as_posix()
     return t.versions_dir() / references[name] if name in references else Path(path)
 
 
-def file_names(version: str, table: str) -> list[str]:
+def file_names(version: str, table: str, references: dict[str, str]) -> list[str]:
     """How Spark names one table of a version: its directory with a local home; with the home
-    on object storage the URL of each of its objects, those of the files it references included
-    (one listing; what Spark just wrote there too)."""
+    on object storage the URL of each of its objects and of those it keeps by ``references``
+    (its manifest's :data:`REFERENCES`; one listing: what Spark just wrote there too)."""
     folder = version_path(version, table)
     if objects.store() is None:
         return [str(folder)]
     own = [r for r in objects.listing(objects.relative_name(folder))
            if "/" not in r and r.endswith(".parquet") and not r.startswith((".", "_"))]
-    kept = [stored for name, stored in references_of(version).items() if name.startswith(table + "/")]
+    kept = [stored for name, stored in references.items() if name.startswith(table + "/")]
     return sorted([objects.url(folder / r) for r in own] + [objects.url(t.versions_dir() / s) for s in kept])
 
 
@@ -170,12 +160,12 @@ def referenced(manifests: list[dict]) -> set[str]:
     return {stored for m in manifests for stored in (m.get(REFERENCES) or {}).values()}
 
 
-def tables_of(version: str) -> set[str]:
+def tables_of(version: str, references: dict[str, str]) -> set[str]:
     """The tables a version has files of (directories of it; on object storage, one listing and
-    the files its manifest references)."""
+    the files it keeps by ``references``, its manifest's :data:`REFERENCES`)."""
     folder = version_dir(version)
     if objects.store() is not None:
-        names = [*objects.listing(objects.relative_name(folder)), *references_of(version)]
+        names = [*objects.listing(objects.relative_name(folder)), *references]
         return {r.split("/")[0] for r in names if "/" in r}
     return {p.name for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
 
