@@ -77,18 +77,22 @@ def _staged_files(version: str, table: str) -> list[str] | None:
     """The data files of ``table`` in ``version``'s staged Iceberg snapshot (as its manifest
     recorded them at the commit: a snapshot never changes); None when the version was not
     staged (built before its tables were Iceberg tables: read its directory)."""
-    from topic_lineage import objects
+    from topic_lineage import storage
     from topic_lineage.warehouse import iceberg
 
-    if objects.store() is not None or (wh.version_dir(version) / wh.MANIFEST).exists():
+    home = storage.home()
+    try:
         manifest = wh.read_manifest(version)
+    except wh.WarehouseError:  # tables written and published by hand (tests, tools): no manifest
+        manifest = None
+    if manifest is not None:
         recorded = (manifest.get(iceberg.FILES_KEY) or {}).get(table)
         if recorded is not None:  # on object storage: fetched to the working copy
-            return objects.local_copies(recorded)
+            return home.local_copies(recorded)
         snapshot_id = (manifest.get(iceberg.SNAPSHOTS_KEY) or {}).get(table)
-    else:  # tables written and published by hand (tests, tools): no manifest
+    else:
         snapshot_id = iceberg.version_snapshots(version).get(table)
-    return None if snapshot_id is None else objects.local_copies(iceberg.snapshot_files(table, snapshot_id))
+    return None if snapshot_id is None else home.local_copies(iceberg.snapshot_files(table, snapshot_id))
 
 
 def _literal(text: str) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 from topic_lineage.errors import TopicLineageError
 
 HOME_ENV = "TOPIC_LINEAGE_HOME"
+DEFAULT_HOME = Path("~/.topic-lineage")
 WORK_DIR_ENV = "TOPIC_LINEAGE_WORK_DIR"
 """Where a process keeps its working copy of an object-store home (default: under
 ``$XDG_CACHE_HOME`` or ``~/.cache``, one directory per home URL)."""
@@ -147,15 +148,6 @@ def parse(text: str, *, setting: str = HOME_ENV) -> ObjectStore | Path:
     return ObjectStore(f"{scheme}://{host}" + (f"/{prefix}" if prefix else ""), scheme, host, prefix)
 
 
-def home_store() -> ObjectStore | None:
-    """The object store ``$TOPIC_LINEAGE_HOME`` names, or None for a local home."""
-    text = os.environ.get(HOME_ENV)
-    if not text:
-        return None
-    found = parse(text)
-    return found if isinstance(found, ObjectStore) else None
-
-
 def work_dir(store: ObjectStore) -> Path:
     """This process's working copy of ``store``: ``$TOPIC_LINEAGE_WORK_DIR``, or a directory
     named after the URL under the user's cache directory. Only a cache: anything in it can be
@@ -169,13 +161,38 @@ def work_dir(store: ObjectStore) -> Path:
     return (cache / "topic-lineage" / f"{readable}-{digest}").resolve()
 
 
-def _endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # the SDKs' order: the S3 one first
+REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def endpoint(environ=None) -> str | None:
+    """The S3 endpoint ``environ`` (default: this process's environment) names
+    (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``: an S3-compatible server), None for AWS
+    itself. Every engine's S3 settings (pyarrow, botocore, Spark's S3A, pyiceberg's FileIO)
+    start here and at :func:`region`."""
+    env = os.environ if environ is None else environ
+    return next((env[name].strip() for name in ENDPOINT_ENVS if (env.get(name) or "").strip()), None)
+
+
+def region(environ=None) -> str | None:
+    """The AWS region ``environ`` names (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
+    env = os.environ if environ is None else environ
+    return next((env[name].strip() for name in REGION_ENVS if (env.get(name) or "").strip()), None)
+
+
+def pyiceberg_io(environ=None) -> dict[str, str]:
+    """pyiceberg's FileIO properties for the environment's S3 endpoint and region, which its
+    own S3 file IO does not read."""
+    found = {}
+    if endpoint(environ):
+        found.update({"s3.endpoint": endpoint(environ), "s3.force-virtual-addressing": "false"})
+    if region(environ):
+        found["s3.region"] = region(environ)
+    return found
 
 
 def _filesystem(scheme: str, account: str):
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return _filesystem_with(scheme, account, _endpoint(), region, request_timeout())
+    return _filesystem_with(scheme, account, endpoint(), region(), request_timeout())
 
 
 @cache
@@ -260,6 +277,6 @@ def describe_failure(store: ObjectStore, exc: BaseException) -> str:
     if "nosuchbucket" in lowered or "bucket does not exist" in lowered or "not found" in lowered:
         return f"{store.url}: bucket {store.bucket!r} does not exist or is not visible: {text[:300]}"
     if any(word in lowered for word in ("connect", "timed out", "timeout", "resolve")):
-        where = _endpoint() if store.kind == "S3" and _endpoint() else store.kind
+        where = endpoint() if store.kind == "S3" and endpoint() else store.kind
         return f"{store.url}: cannot reach {where}: {text[:300]}"
     return f"{store.url}: {text[:300]}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topic_lineage import storage
 from topic_lineage import tables as t
-from topic_lineage.fsutil import write_durably
 from topic_lineage.warehouse.versions import (
     WarehouseError,
     current_version,
@@ -140,5 +140,5 @@ def write_init_sql(version: str) -> Path:
         "-- may remove this version's files; re-run this file after a publish.\n"
         + "".join(statement + ";\n" for statement in _table_statements(version))
     )
-    write_durably(path, body)
+    storage.home().write_bytes(path, body)
     return path
