@@ -60,15 +60,14 @@ def test_replace_is_seen_by_a_reader_that_read_before(home, tmp_path, monkeypatc
 
 def test_create_if_absent_has_one_winner_among_racing_writers(home):
     """Of eight writers creating one name at once, exactly one wins, and its content stays."""
+    def writer(i: int, name: str, start: threading.Barrier, wins: list[int]) -> None:
+        start.wait()
+        if home.create(name, f"writer {i}"):
+            wins.append(i)
+
     for round_ in range(5):
         name, wins, start = f"claims/{round_}", [], threading.Barrier(8)
-
-        def writer(i: int) -> None:
-            start.wait()
-            if home.create(name, f"writer {i}"):
-                wins.append(i)
-
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+        threads = [threading.Thread(target=writer, args=(i, name, start, wins)) for i in range(8)]
         for thread in threads:
             thread.start()
         for thread in threads:
