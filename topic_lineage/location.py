@@ -15,7 +15,7 @@ line: Airflow 3 stores command lines in its event log.
 
 With a URL, the store is the truth and each process works in a local working copy of what it
 reads and writes (:func:`work_dir`): immutable files under unique names, fetched once and
-pushed whole (:mod:`topic_lineage.objects`). S3 is tested against a real S3 server; GCS and
+pushed whole (:mod:`topic_lineage.storage`). S3 is tested against a real S3 server; GCS and
 Azure take the same code path through their pyarrow file systems.
 """
 

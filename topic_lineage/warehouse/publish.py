@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.warehouse import iceberg, retention
@@ -42,7 +43,7 @@ def record_verdict(
     left alone. The verdict (``gate``: passed, warnings, failures, at) is what :func:`publish`
     checks; ``details`` are stored with it (the gate's suite fingerprint and what it read).
     """
-    if not (v.version_dir(version) / v.MANIFEST).exists():
+    if not storage.home().exists(v.version_dir(version) / v.MANIFEST):
         log.info("version %s has no manifest: its verdict is not recorded", version)
         return {}  # tables written by hand (tests, tools): never publishable anyway
     with publish_lock():
