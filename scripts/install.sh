@@ -53,7 +53,7 @@ fi
 # location it will use is on S3 (topic_lineage.spark.object_store_conf).
 .venv/bin/python -m topic_lineage.local.s3a_jars
 # SeaweedFS's weed binary, the S3-compatible server the tests run on loopback (scripts/
-# install_seaweedfs.sh, topic_lineage/local/seaweedfs_dist.py): built once from source with Go
+# install_seaweedfs.sh, tests/servers/seaweedfs_dist.py): built once from source with Go
 # (several minutes on 2 cores from an empty Go cache), nothing when it is there.
 # TOPIC_LINEAGE_NO_SEAWEEDFS=1 skips it (the S3 tests then skip); a failed build stops here.
 if [ "${TOPIC_LINEAGE_NO_SEAWEEDFS:-}" != 1 ]; then

@@ -1,5 +1,5 @@
-"""The tests' S3 server (SeaweedFS on loopback, topic_lineage/local/s3_server.py) and its fault
-proxy (topic_lineage/local/s3_faults.py), and what the project's two S3 clients, pyarrow's
+"""The tests' S3 server (SeaweedFS on loopback, tests/servers/s3_server.py) and its fault
+proxy (tests/servers/s3_faults.py), and what the project's two S3 clients, pyarrow's
 ``S3FileSystem`` and botocore, do against them: the requests object storage will rely on
 (conditional creates and compare-and-swap, paginated listings), retries through throttling and
 slow answers, and what refused credentials look like.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from topic_lineage.local.s3_faults import OPERATIONS, S3FaultProxy, operation
+from tests.servers.s3_faults import OPERATIONS, S3FaultProxy, operation
 
 pytestmark = pytest.mark.s3
 
@@ -57,7 +57,7 @@ def test_every_component_listens_on_loopback_only(s3_server):
 def test_stopped_or_killed_then_restarted_the_data_is_still_there(seaweedfs_built, tmp_path):
     """A server stopped (SIGTERM) or killed (SIGKILL) mid-work and started again serves the same
     objects on the same endpoint: what a build interrupted by its store's restart meets."""
-    from topic_lineage.local.s3_server import S3Server
+    from tests.servers.s3_server import S3Server
 
     with S3Server(tmp_path / "s3") as server:
         endpoint = server.endpoint

@@ -3,7 +3,7 @@ source with the machine's Go and kept with the installation, so that starting a 
 needs no network.
 
 ``scripts/install_seaweedfs.sh`` (run by ``scripts/install.sh``) runs ``python -m
-topic_lineage.local.seaweedfs_dist``. SeaweedFS is Apache-2.0 and publishes no Go release
+tests.servers.seaweedfs_dist``. SeaweedFS is Apache-2.0 and publishes no Go release
 binaries we could pin by digest, so it is built from its module at :data:`VERSION` (a commit of
 github.com/seaweedfs/seaweedfs, fetched through the Go module proxy). ``go install module@version``
 refuses it (its go.mod has replace directives), so the build does what ``go install`` would in a
@@ -41,7 +41,7 @@ DIR_ENV = "TOPIC_LINEAGE_SEAWEEDFS_DIR"
 GO_ENV = "TOPIC_LINEAGE_GO"  # a Go to build with, when it is not `go` on PATH
 SKIP_ENV = "TOPIC_LINEAGE_NO_SEAWEEDFS"  # scripts/install.sh builds nothing; S3 tests skip
 GO_FALLBACK = Path("/usr/local/go/bin/go")  # where Go's own tarball installs
-PROG = "python -m topic_lineage.local.seaweedfs_dist"
+PROG = "python -m tests.servers.seaweedfs_dist"
 
 
 class SeaweedfsDistError(TopicLineageError, RuntimeError):
