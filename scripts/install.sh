@@ -52,10 +52,3 @@ fi
 # into .venv/var/topic-lineage/spark-s3a-<digest>/; Spark is given them (spark.jars) only when a
 # location it will use is on S3 (topic_lineage.spark.object_store_conf).
 .venv/bin/python -m topic_lineage.local.s3a_jars
-# SeaweedFS's weed binary, the S3-compatible server the tests run on loopback (scripts/
-# install_seaweedfs.sh, tests/servers/seaweedfs_dist.py): built once from source with Go
-# (several minutes on 2 cores from an empty Go cache), nothing when it is there.
-# TOPIC_LINEAGE_NO_SEAWEEDFS=1 skips it (the S3 tests then skip); a failed build stops here.
-if [ "${TOPIC_LINEAGE_NO_SEAWEEDFS:-}" != 1 ]; then
-  bash scripts/install_seaweedfs.sh
-fi

@@ -3,7 +3,7 @@
 
 - :mod:`tests.servers.s3_server`: an S3-compatible server on loopback, SeaweedFS, whose ``weed``
   binary :mod:`tests.servers.seaweedfs_dist` builds from source with Go
-  (``scripts/install_seaweedfs.sh``);
+  (``scripts/install_seaweedfs.sh``, run by ``scripts/test.sh``);
 - :mod:`tests.servers.s3_faults`: a fault proxy in front of it (throttling, slow answers,
   request counts);
 - :mod:`tests.servers.rest_catalog`: Iceberg's own REST catalog server over a local warehouse
