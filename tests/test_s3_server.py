@@ -30,6 +30,19 @@ def _error_code(exc) -> str:
 
 
 # --- the server ---------------------------------------------------------------------------------
+def test_the_binary_is_the_release_compose_runs(seaweedfs_built):
+    """``weed version`` of the binary the tests built names the release whose image
+    docker-compose.yml runs (``seaweedfs_dist.RELEASE``, tests/test_compose.py), and the pinned
+    commit: what the tests run is what Compose runs."""
+    from tests.servers import seaweedfs_dist
+
+    done = subprocess.run([str(seaweedfs_dist.weed_executable()), "version"], capture_output=True,
+                          text=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
+    words = done.stdout.split()
+    assert seaweedfs_dist.RELEASE in words, done.stdout
+    assert seaweedfs_dist.commit()[:8] in words, done.stdout
+
+
 def test_every_component_listens_on_loopback_only(s3_server):
     """Master, volume server, filer and S3 gateway (HTTP and gRPC): no socket of the weed process
     listens on anything but 127.0.0.1."""

@@ -37,6 +37,10 @@ from topic_lineage.errors import TopicLineageError
 
 MODULE = "github.com/seaweedfs/seaweedfs"
 VERSION = "v0.0.0-20261109003541-7506e5f91cd6"  # SeaweedFS 4.53's tree on 2026-11-09
+# The release that commit's tree carries (weed/util/version/constants.go; `weed version` prints
+# it): docker-compose.yml runs that release's image, chrislusf/seaweedfs:<RELEASE>
+# (tests/test_compose.py, tests/test_s3_server.py).
+RELEASE = "4.53"
 GO_MINIMUM = "1.26.6"  # the `go` line of that commit's go.mod
 DIR_ENV = "TOPIC_LINEAGE_SEAWEEDFS_DIR"
 GO_ENV = "TOPIC_LINEAGE_GO"  # a Go to build with, when it is not `go` on PATH
