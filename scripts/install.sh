@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv/ in the repository root and installs topic-lineage (with its dev and local
 # extras) into it, pinned by requirements.lock. Idempotent: does nothing when pyproject.toml and
-# the lock are unchanged since the last successful install.
+# the lock are unchanged since the last successful install. Needs Python 3.11, Java 17 and Maven;
+# no Go (scripts/test.sh builds the tests' S3 server, SeaweedFS, with scripts/install_seaweedfs.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
