@@ -153,7 +153,7 @@ def started_s3_server(server) -> None:
 def require_seaweedfs() -> None:
     """For a test that needs SeaweedFS's weed binary: a failure when it is not built, a skip
     only when TOPIC_LINEAGE_NO_SEAWEEDFS=1 says it is deliberately not (scripts/test.sh --fast)."""
-    from topic_lineage.local import seaweedfs_dist
+    from tests.servers import seaweedfs_dist
 
     if seaweedfs_dist.is_built():
         return
@@ -176,7 +176,7 @@ def s3_server():
     """A real S3 server (SeaweedFS on free loopback ports, authentication on), one per test
     session (per xdist worker). Tests that stop, kill or break a server start their own."""
     require_seaweedfs()
-    from topic_lineage.local.s3_server import S3Server
+    from tests.servers.s3_server import S3Server
 
     with S3Server() as server:
         started_s3_server(server)
@@ -196,7 +196,7 @@ def s3_bucket(s3_server, request):
 @pytest.fixture
 def s3_proxy(s3_server):
     """An ``S3FaultProxy`` in front of the session's S3 server, for this test."""
-    from topic_lineage.local.s3_faults import S3FaultProxy
+    from tests.servers.s3_faults import S3FaultProxy
 
     with S3FaultProxy(s3_server.endpoint) as proxy:
         yield proxy
