@@ -253,3 +253,30 @@ def test_azurite_is_a_flat_namespace_to_pyarrow(azurite):
         sink.write(b"a")
     with pytest.raises(NotImplementedError, match="Hierarchical Namespace"):
         fs.move(f"{azurite.container}/flat/a", f"{azurite.container}/flat/b")
+
+
+def test_credentials_are_sent(gcs, azurite, monkeypatch):
+    """A token provider's token goes with every GCS request and, with no account key, with
+    every Azure request (the emulators check neither: what is sent is checked here)."""
+    real_send = conditional_writes._send
+    sent: list[dict] = []
+
+    def send(method, url, headers, body, timeout_s, where):
+        sent.append(dict(headers))
+        return real_send(method, url, headers, body, timeout_s, where)
+
+    monkeypatch.setattr(conditional_writes, "_send", send)
+    monkeypatch.delenv(conditional_writes.AZURE_KEY_ENV, raising=False)
+    key = _unique("token") + "/snapshot"
+    assert conditional_writes.create_gcs(gcs.bucket, key, b"x", endpoint=gcs.endpoint,
+                                         token_provider=lambda: "gcs-token") is True
+    assert sent[-1]["Authorization"] == "Bearer gcs-token"
+    # Azurite refuses the bearer token here (403: its OAuth needs --oauth basic and https)
+    with pytest.raises(ConditionalWriteError, match="refused the credentials"):
+        conditional_writes.create_azure(azurite_server.ACCOUNT, azurite.container, key, b"x",
+                                        endpoint=azurite.blob_endpoint,
+                                        token_provider=lambda: "azure-token")
+    assert sent[-1]["Authorization"] == "Bearer azure-token"
+    with pytest.raises(ConditionalWriteError, match="no credentials"):
+        conditional_writes.create_azure(azurite_server.ACCOUNT, azurite.container, key, b"x",
+                                        endpoint=azurite.blob_endpoint)
