@@ -193,6 +193,32 @@ def s3_bucket(s3_server, request):
         bucket.delete()
 
 
+@pytest.fixture(scope="session")
+def gcs_server():
+    """fake-gcs-server on a free loopback port, one per test session (per xdist worker); tests
+    share its bucket and keep to prefixes of their own."""
+    from tests.servers import gcs_emulator
+
+    if not gcs_emulator.installed():
+        pytest.skip(f"fake-gcs-server {gcs_emulator.version()} is not installed "
+                    f"({gcs_emulator.binary()}): run bash scripts/install_emulators.sh")
+    with gcs_emulator.GcsEmulator() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azurite_server():
+    """Azurite's blob service on a free loopback port, one per test session (per xdist worker);
+    tests share its container and keep to prefixes of their own."""
+    from tests.servers import azurite
+
+    if not azurite.installed():
+        pytest.skip(f"Azurite {azurite.version()} is not installed ({azurite.blob_main()}, or no "
+                    "node on PATH): run bash scripts/install_emulators.sh")
+    with azurite.Azurite() as server:
+        yield server
+
+
 @pytest.fixture
 def s3_proxy(s3_server):
     """An ``S3FaultProxy`` in front of the session's S3 server, for this test."""

@@ -6,7 +6,7 @@ What the storage interface needs of a store, each proved on both: an object writ
 (``open_output_stream``) and read back, its info, a missing key's info, a delete, a recursive
 listing past a page (1,005 keys, fetched in pages of 1,000 through a proxy that asks for that
 page size, as the real GCS answers by itself), and the conditional create of
-:mod:`topic_lineage.conditional_writes`: of writers racing on one name, exactly one wins, and the
+:mod:`topic_lineage.storage.conditional_writes`: of writers racing on one name, exactly one wins, and the
 object holds its bytes. Each emulator starts once for the module.
 """
 
@@ -23,10 +23,9 @@ import pyarrow.fs as pafs
 import pytest
 
 from tests.servers import azurite as azurite_server
-from tests.servers import gcs_emulator
 from tests.servers.paging_proxy import PagingProxy, azure_pages, gcs_pages
-from topic_lineage import conditional_writes
-from topic_lineage.conditional_writes import ConditionalWriteError
+from topic_lineage.storage import conditional_writes
+from topic_lineage.storage.conditional_writes import ConditionalWriteError
 
 pytestmark = [pytest.mark.emulators]
 
@@ -34,23 +33,14 @@ MANY = 1_005
 PAGE = 1_000
 
 
-@pytest.fixture(scope="module")
-def gcs():
-    if not gcs_emulator.installed():
-        pytest.skip(f"fake-gcs-server {gcs_emulator.version()} is not installed "
-                    f"({gcs_emulator.binary()}): run bash scripts/install_emulators.sh")
-    with gcs_emulator.GcsEmulator() as server:
-        yield server
+@pytest.fixture
+def gcs(gcs_server):
+    return gcs_server
 
 
-@pytest.fixture(scope="module")
-def azurite():
-    if not azurite_server.installed():
-        pytest.skip(f"Azurite {azurite_server.version()} is not installed "
-                    f"({azurite_server.blob_main()}, or no node on PATH): run bash "
-                    f"scripts/install_emulators.sh")
-    with azurite_server.Azurite() as server:
-        yield server
+@pytest.fixture
+def azurite(azurite_server):
+    return azurite_server
 
 
 @dataclass

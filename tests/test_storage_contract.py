@@ -7,25 +7,40 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 
 from topic_lineage import location, storage
 
-IMPLEMENTATIONS = ["local", pytest.param("s3", marks=pytest.mark.s3)]
+IMPLEMENTATIONS = ["local", pytest.param("s3", marks=pytest.mark.s3),
+                   pytest.param("gcs", marks=pytest.mark.emulators),
+                   pytest.param("azure", marks=pytest.mark.emulators)]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
 def home(request, tmp_path, monkeypatch):
-    """A fresh home of each kind, as ``$TOPIC_LINEAGE_HOME`` names it."""
+    """A fresh home of each kind, as ``$TOPIC_LINEAGE_HOME`` names it: the local disk; S3 on
+    SeaweedFS (a bucket of its own); GCS on fake-gcs-server and Azure Blob Storage on Azurite
+    (a prefix of its own), each configured by the variables its SDKs read."""
+    prefix = f"home-{uuid.uuid4().hex[:12]}"
     if request.param == "local":
         monkeypatch.setenv(location.HOME_ENV, str(tmp_path / "home"))
-    else:
+        return storage.home()
+    if request.param == "s3":
         bucket = request.getfixturevalue("s3_bucket")
-        for key, value in bucket.env().items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setenv(location.HOME_ENV, bucket.url("home"))
-        monkeypatch.setenv(location.WORK_DIR_ENV, str(tmp_path / "worker-a"))
+        env, url = bucket.env(), bucket.url(prefix)
+    elif request.param == "gcs":
+        server = request.getfixturevalue("gcs_server")
+        env, url = server.env(), f"gs://{server.bucket}/{prefix}"
+    else:
+        server = request.getfixturevalue("azurite_server")
+        env = server.env()
+        url = f"abfs://{server.container}@{env['AZURE_STORAGE_ACCOUNT_NAME']}.dfs.core.windows.net/{prefix}"
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv(location.HOME_ENV, url)
+    monkeypatch.setenv(location.WORK_DIR_ENV, str(tmp_path / "worker-a"))
     return storage.home()
 
 

@@ -191,18 +191,60 @@ def pyiceberg_io(environ=None) -> dict[str, str]:
     return found
 
 
+GCS_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+"""Google's client libraries' variable naming a GCS emulator (``host:port`` or a URL): requests
+go there over plain HTTP, without credentials."""
+AZURE_KEY_ENV = "AZURE_STORAGE_ACCOUNT_KEY"
+AZURE_CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+"""The Azure SDKs' connection string; its ``BlobEndpoint`` (an emulator's or a private
+endpoint's URL) and ``AccountKey`` are honoured."""
+
+
+def gcs_emulator(environ=None) -> str | None:
+    """The GCS emulator's URL ``$STORAGE_EMULATOR_HOST`` names (None: Google Cloud Storage)."""
+    text = ((os.environ if environ is None else environ).get(GCS_EMULATOR_ENV) or "").strip()
+    if not text:
+        return None
+    return text.rstrip("/") if "://" in text else f"http://{text}"
+
+
+def _azure_connection(environ=None) -> dict[str, str]:
+    text = (os.environ if environ is None else environ).get(AZURE_CONNECTION_ENV) or ""
+    return {k.strip(): v.strip() for k, _, v in (part.partition("=") for part in text.split(";")) if k.strip()}
+
+
+def azure_endpoint(environ=None) -> str | None:
+    """The blob service URL the connection string names (``BlobEndpoint``; None: Azure's own
+    ``https://<account>.blob.core.windows.net``)."""
+    return _azure_connection(environ).get("BlobEndpoint", "").rstrip("/") or None
+
+
+def azure_key(environ=None) -> str | None:
+    """The storage account key (``$AZURE_STORAGE_ACCOUNT_KEY``, else the connection string's
+    ``AccountKey``); None: the default credential chain."""
+    env = os.environ if environ is None else environ
+    return (env.get(AZURE_KEY_ENV) or "").strip() or _azure_connection(environ).get("AccountKey") or None
+
+
 def _filesystem(scheme: str, account: str):
-    return _filesystem_with(scheme, account, endpoint(), region(), request_timeout())
+    kind = SCHEMES[scheme]
+    if kind == "GCS":
+        settings = (gcs_emulator(),)
+    elif kind == "Azure":
+        settings = (azure_endpoint(), azure_key())
+    else:
+        settings = (endpoint(), region())
+    return _filesystem_with(scheme, account, settings, request_timeout())
 
 
 @cache
-def _filesystem_with(scheme: str, account: str, endpoint: str | None, region: str | None,
-                     timeout_s: float):
+def _filesystem_with(scheme: str, account: str, settings: tuple, timeout_s: float):
     """One file system per store and settings (the environment's, read by the caller)."""
     import pyarrow.fs as pafs
 
     kind = SCHEMES[scheme]
     if kind == "S3":
+        endpoint, region = settings
         options: dict = {
             "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS),
             "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": timeout_s,
@@ -216,9 +258,19 @@ def _filesystem_with(scheme: str, account: str, endpoint: str | None, region: st
         # no secret passes through topic-lineage's own arguments.
         return pafs.S3FileSystem(**options)
     if kind == "GCS":
+        (emulator,) = settings
+        if emulator:  # no credentials there, as Google's client libraries do
+            scheme_of, _, address = emulator.partition("://")
+            return pafs.GcsFileSystem(anonymous=True, scheme=scheme_of, endpoint_override=address)
         return pafs.GcsFileSystem()
-    key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
-    return pafs.AzureFileSystem(account_name=account, **({"account_key": key} if key else {}))
+    blob_endpoint, key = settings
+    options = {"account_key": key} if key else {}
+    if blob_endpoint:  # an emulator's or a private endpoint (the account may be in its path)
+        scheme_of, _, rest = blob_endpoint.partition("://")
+        authority = rest.split("/", 1)[0]
+        options.update(blob_storage_authority=authority, dfs_storage_authority=authority,
+                       blob_storage_scheme=scheme_of, dfs_storage_scheme=scheme_of)
+    return pafs.AzureFileSystem(account_name=account, **options)
 
 
 _TRANSIENT = ("slowdown", "503", "500 ", "internal_failure", "internalerror", "service_unavailable",

@@ -16,7 +16,7 @@ or, to try it by hand (serves until Ctrl-C and prints the variables to export)::
 What pyarrow needs: ``GcsFileSystem(anonymous=True, scheme="http",
 endpoint_override="127.0.0.1:PORT")`` (:meth:`GcsEmulator.pyarrow_options`). Google's own
 client libraries read ``STORAGE_EMULATOR_HOST`` instead (:meth:`GcsEmulator.env`), and so does
-:func:`topic_lineage.conditional_writes.create_gcs` when given no endpoint.
+:func:`topic_lineage.storage.conditional_writes.create_gcs` when given no endpoint.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def azure_pages(size: int, account: str, account_key: str) -> Rewrite:
     of ``size``, signed again with the account key."""
     import base64
 
-    from topic_lineage.conditional_writes import shared_key_authorization
+    from topic_lineage.storage.conditional_writes import shared_key_authorization
 
     secret = base64.b64decode(account_key)
 

@@ -161,11 +161,27 @@ class ObjectStoreHome(Home):
                                                     compression="zstd"))
 
     def create(self, name: Name, data: bytes | str) -> bool:
-        """On S3 a conditional write (``If-None-Match: *``). Elsewhere (GCS, Azure through
-        pyarrow) a look-up, then the write: two writers racing within one request's time can
-        both win there (docs/object-storage.md)."""
+        """Each store's conditional write: S3 ``If-None-Match: *``, Azure ``Put Blob`` with
+        ``If-None-Match: *``, GCS ``ifGenerationMatch=0`` (:mod:`topic_lineage.storage.conditional_writes`).
+        Google Cloud Storage itself needs an access token for that request, which topic-lineage
+        does not mint: there (not on an emulator) it is a look-up, then the write, and two
+        writers racing within one request's time can both win (docs/object-storage.md)."""
         relative, payload = self.relative(name), data.encode() if isinstance(data, str) else data
-        if self.store.kind != "S3":
+        key = self._key(relative).split("/", 1)[1]  # in the bucket (container)
+        if self.store.kind == "Azure":
+            from topic_lineage.storage import conditional_writes
+
+            if not conditional_writes.create_azure(self.store.account, self.store.bucket, key, payload,
+                                                   endpoint=location.azure_endpoint(),
+                                                   account_key=location.azure_key()):
+                return False
+        elif self.store.kind == "GCS" and location.gcs_emulator():
+            from topic_lineage.storage import conditional_writes
+
+            if not conditional_writes.create_gcs(self.store.bucket, key, payload,
+                                                 endpoint=location.gcs_emulator()):
+                return False
+        elif self.store.kind == "GCS":
             if self.exists(relative):
                 return False
             self._upload_bytes(relative, payload)
@@ -174,9 +190,8 @@ class ObjectStoreHome(Home):
 
             with _translated(self.store, f"writing {self.url_of(relative)}"):
                 try:
-                    _s3_client().put_object(Bucket=self.store.bucket,
-                                            Key=self._key(relative).split("/", 1)[1],
-                                            Body=payload, IfNoneMatch="*")
+                    _s3_client().put_object(Bucket=self.store.bucket, Key=key, Body=payload,
+                                            IfNoneMatch="*")
                 except ClientError as exc:
                     if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
                         return False

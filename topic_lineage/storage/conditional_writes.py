@@ -2,7 +2,7 @@
 writers of one name exactly one wins, whatever their timing.
 
 pyarrow's file systems have no such call (S3's is botocore's ``put_object(...,
-IfNoneMatch="*")``, in :mod:`topic_lineage.objects`), so these functions make the one request
+IfNoneMatch="*")``, in :mod:`topic_lineage.storage.object_store`), so these functions make the one request
 each store's own precondition needs, over plain HTTP with the standard library:
 
 - **GCS**: a JSON API upload with ``ifGenerationMatch=0`` ("only if there is no live version");
