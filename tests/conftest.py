@@ -17,6 +17,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # or a task or command run in-process): 1-2 GiB fills up over the suite and thrashes in GC.
 os.environ["TOPIC_LINEAGE_DRIVER_MEMORY"] = "4g"
 
+pytest_plugins = ["tests.suite_timings"]  # where the suite's time goes (issue #52)
+
 # Airflow reads its home when first imported: give the test session its own, empty one (never
 # ~/airflow), with the repository's dags/ as the DAG folder and no example DAGs.
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="tl-test-airflow-")
