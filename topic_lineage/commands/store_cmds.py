@@ -36,11 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "verify", help="read every stored snapshot file and report unreadable ones",
-        description="Read every stored snapshot file and report unreadable ones. With the home "
-        "on object storage, also report the objects nothing references (what a killed build, "
-        "store or retention leaves behind), one line per kind with counts and bytes; objects "
-        "younger than $TOPIC_LINEAGE_READER_GRACE (default 1h) are left alone, a step "
-        "elsewhere may be writing them.")
+        description="Read every stored snapshot file and report unreadable ones. Also report "
+        "the files nothing references (what a killed build, store or retention leaves behind), "
+        "one line per kind with counts and bytes; files younger than "
+        "$TOPIC_LINEAGE_READER_GRACE (default 1h) are left alone, a step elsewhere may be "
+        "writing them.")
     p.add_argument("--clean", action="store_true",
                    help="also apply retention (versions beyond $TOPIC_LINEAGE_KEEP_VERSIONS that "
                    "are out of use long enough) and remove the unreferenced objects it reports")
