@@ -85,6 +85,17 @@ def version_files(version: str, table: str) -> list[str]:
     return folder_files(version, table)
 
 
+def reads_its_own_files(version: str, table: str, manifest: dict) -> bool:
+    """Whether readers of ``table`` of ``version`` read the files its build wrote: the snapshot
+    it staged, not another engine's compaction of it (a version the catalog has no snapshot of
+    is read from its folder: its own files too)."""
+    metadata = iceberg.table_metadata(table)
+    ref = None if metadata is None else version_ref(version, table, metadata)
+    if ref is None:
+        return True
+    return iceberg.ref_snapshot(metadata, ref) == (manifest.get(iceberg.SNAPSHOTS_KEY) or {}).get(table)
+
+
 def _manifest(version: str) -> dict | None:
     """The version's manifest; None without one (tables written and published by hand)."""
     try:
@@ -132,4 +143,4 @@ def snapshot_key(version: str) -> str:
     return ":".join(parts)
 
 
-__all__ = ["data_files", "folder_files", "snapshot_key", "version_files", "version_ref"]
+__all__ = ["data_files", "folder_files", "reads_its_own_files", "snapshot_key", "version_files", "version_ref"]
