@@ -220,10 +220,8 @@ def gate(home: Path) -> str:
     return "passed" if "passed" in out.lower() else out
 
 
-@pytest.fixture(scope="module")
-def homes(tmp_path_factory):
+def two_homes(tmp: Path) -> dict[str, Path]:
     """Two homes with the same two published builds: ``reference`` and ``maintained``."""
-    tmp = tmp_path_factory.mktemp("maintenance")
     made = {}
     for name in ("reference", "maintained"):
         home = tmp / name
@@ -231,7 +229,13 @@ def homes(tmp_path_factory):
             ingest(home, tmp, batch)
             cli(home, "build")
         made[name] = home
-    return tmp, made
+    return made
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("maintenance")
+    return tmp, two_homes(tmp)
 
 
 def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_publish(homes):
@@ -299,3 +303,36 @@ def test_a_foreign_commit_that_changes_rows_is_reported_naming_its_snapshot(home
     # the one way past it: a user's publish --force, recorded; main then holds ours again
     cli(home, "publish", versions[-1]["version"], "--force", "--reason", "undo their delete")
     assert json.loads(cli(home, "query", "--format", "json", sql)) == before
+
+
+def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_build_right(tmp_path):
+    """Harsher: the audit branches removed too, so expiry takes our own snapshots and the
+    orphan removal our versions' data files. ``main``'s history back to our snapshot is gone:
+    the table property names the version; the next build cannot keep the base's files and is a
+    full refresh; every answer equals the reference's."""
+    made = two_homes(tmp_path)
+    reference, maintained = made["reference"], made["maintained"]
+    cat = catalog(maintained)
+    for table in t.TABLES:
+        tbl = cat.load_table((t.DATABASE, table))
+        rewrite_data_files(tbl)
+        for branch in [name for name in tbl.metadata.refs if name != "main"]:
+            tbl.manage_snapshots().remove_branch(branch).commit()
+        expire_snapshots(tbl)
+        remove_orphan_files(maintained, tbl, table)
+    assert not list((maintained / "warehouse" / "versions").glob(f"*/{t.TOPIC_INCARNATIONS}/*.parquet"))
+
+    want = answers(reference)
+    got = answers(maintained)
+    for key in want:
+        assert got[key] == want[key], key
+    assert "nothing new to build" in cli(maintained, "build")
+
+    for home in (reference, maintained):
+        ingest(home, tmp_path, "newer")
+        cli(home, "build")
+    want, got = answers(reference), answers(maintained)
+    for key in want:
+        assert got[key] == want[key], key
+    built = json.loads(cli(maintained, "versions", "--format", "json"))[-1]
+    assert built["current"] and built["mode"] != "incremental", built
