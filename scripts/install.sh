@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv/ in the repository root and installs topic-lineage (with its dev and local
 # extras) into it, pinned by requirements.lock. Idempotent: does nothing when pyproject.toml and
-# the lock are unchanged since the last successful install.
+# the lock are unchanged since the last successful install. Needs Python 3.11, Java 17 and Maven;
+# no Go (scripts/test.sh builds the tests' S3 server, SeaweedFS, with scripts/install_seaweedfs.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,10 +53,3 @@ fi
 # into .venv/var/topic-lineage/spark-s3a-<digest>/; Spark is given them (spark.jars) only when a
 # location it will use is on S3 (topic_lineage.spark.object_store_conf).
 .venv/bin/python -m topic_lineage.local.s3a_jars
-# SeaweedFS's weed binary, the S3-compatible server the tests run on loopback (scripts/
-# install_seaweedfs.sh, topic_lineage/local/seaweedfs_dist.py): built once from source with Go
-# (several minutes on 2 cores from an empty Go cache), nothing when it is there.
-# TOPIC_LINEAGE_NO_SEAWEEDFS=1 skips it (the S3 tests then skip); a failed build stops here.
-if [ "${TOPIC_LINEAGE_NO_SEAWEEDFS:-}" != 1 ]; then
-  bash scripts/install_seaweedfs.sh
-fi

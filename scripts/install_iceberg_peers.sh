@@ -10,7 +10,7 @@
 #   S3) and the SQLite and PostgreSQL JDBC drivers (scripts/iceberg_peers/spark.pom.xml), handed
 #   to Spark with spark.jars;
 # - .venv-iceberg/jars/rest/: the classpath of Iceberg's own REST catalog server
-#   (scripts/iceberg_peers/rest-server.pom.xml; topic_lineage/local/rest_catalog.py starts it).
+#   (scripts/iceberg_peers/rest-server.pom.xml; tests/servers/rest_catalog.py starts it).
 # The jars come from Maven Central through Maven (mvn), at install time only.
 # Idempotent: each part is skipped when what it was made from is unchanged since it last succeeded.
 set -euo pipefail

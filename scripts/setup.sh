@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# One command from a fresh clone: create .venv/, install topic-lineage into it, and run the main
-# job on the embedded defaults (local Kafka-protocol broker, local Spark, file-based GX, SQLite
-# Airflow). Data goes to $TOPIC_LINEAGE_HOME (default: ./.topic-lineage for this demo).
+# One command from a fresh clone: create .venv/, install topic-lineage into it (scripts/install.sh)
+# and run the demo (topic-lineage demo) on the embedded defaults: a local Apache Kafka broker
+# (KRaft), local Spark, the Great Expectations gate, Iceberg tables in the embedded SQL catalog,
+# and a local Airflow on its own PostgreSQL. Needs Python 3.11, Java 17 and Maven; no Go, no
+# Docker (the tests' S3 server is scripts/test.sh's). Arguments go to `topic-lineage demo`
+# (e.g. --serve). Data goes to $TOPIC_LINEAGE_HOME (default: ./.topic-lineage for this demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh

@@ -11,9 +11,12 @@
 # both the install and that test. Likewise it installs .venv-iceberg/ (scripts/install_iceberg_peers.sh:
 # Spark 4.1 with Iceberg's runtime, DuckDB 1.5.5 with its iceberg extension, Iceberg's REST catalog
 # server) for tests/test_iceberg_peers.py, which fails without it; TOPIC_LINEAGE_NO_ICEBERG_PEERS=1
-# skips both. scripts/install.sh builds SeaweedFS's weed binary (the S3 server of tests/test_s3_*.py;
-# missing, they fail) unless TOPIC_LINEAGE_NO_SEAWEEDFS=1, which --fast sets (they then run only
-# when it is already built).
+# skips both. It also builds SeaweedFS's weed binary with Go (scripts/install_seaweedfs.sh: the S3
+# server of the tests marked `s3`, tests/servers/s3_server.py; missing, they fail) unless
+# TOPIC_LINEAGE_NO_SEAWEEDFS=1, which --fast sets (they then run only when it is already built).
+# Likewise the GCS and Azure emulators (scripts/install_emulators.sh: fake-gcs-server built with Go,
+# Azurite from npm; the tests marked `emulators`) unless TOPIC_LINEAGE_NO_EMULATORS=1, which --fast
+# sets. scripts/install.sh (and so scripts/setup.sh) builds none: the demo needs no Go.
 set -euo pipefail
 fast=()
 if [ "${1:-}" = "--fast" ]; then
@@ -24,9 +27,18 @@ if [ "${1:-}" = "--fast" ]; then
   export TOPIC_LINEAGE_NO_ICEBERG_PEERS=${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-1}
   # nor does it build SeaweedFS: the S3 tests run when its binary is already built, else skip
   export TOPIC_LINEAGE_NO_SEAWEEDFS=${TOPIC_LINEAGE_NO_SEAWEEDFS:-1}
+  export TOPIC_LINEAGE_NO_EMULATORS=${TOPIC_LINEAGE_NO_EMULATORS:-1}
 fi
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+# SeaweedFS's weed, once (Go >= the version its go.mod names; nothing when it is built)
+if [ "${TOPIC_LINEAGE_NO_SEAWEEDFS:-}" != 1 ]; then
+  bash scripts/install_seaweedfs.sh
+fi
+# fake-gcs-server and Azurite, once (nothing when they are there)
+if [ "${TOPIC_LINEAGE_NO_EMULATORS:-}" != 1 ]; then
+  bash scripts/install_emulators.sh
+fi
 # The live capture and consumer-group tests also run against Kafka 3.9 (tests/conftest.py).
 .venv/bin/python -m topic_lineage.local.kafka_dist --with-compat
 if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_DBT:-}" != 1 ]; then

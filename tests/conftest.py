@@ -17,6 +17,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # or a task or command run in-process): 1-2 GiB fills up over the suite and thrashes in GC.
 os.environ["TOPIC_LINEAGE_DRIVER_MEMORY"] = "4g"
 
+pytest_plugins = ["tests.suite_timings"]  # where the suite's time goes (issue #52)
+
 # Airflow reads its home when first imported: give the test session its own, empty one (never
 # ~/airflow), with the repository's dags/ as the DAG folder and no example DAGs.
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="tl-test-airflow-")
@@ -153,7 +155,7 @@ def started_s3_server(server) -> None:
 def require_seaweedfs() -> None:
     """For a test that needs SeaweedFS's weed binary: a failure when it is not built, a skip
     only when TOPIC_LINEAGE_NO_SEAWEEDFS=1 says it is deliberately not (scripts/test.sh --fast)."""
-    from topic_lineage.local import seaweedfs_dist
+    from tests.servers import seaweedfs_dist
 
     if seaweedfs_dist.is_built():
         return
@@ -176,7 +178,7 @@ def s3_server():
     """A real S3 server (SeaweedFS on free loopback ports, authentication on), one per test
     session (per xdist worker). Tests that stop, kill or break a server start their own."""
     require_seaweedfs()
-    from topic_lineage.local.s3_server import S3Server
+    from tests.servers.s3_server import S3Server
 
     with S3Server() as server:
         started_s3_server(server)
@@ -193,10 +195,36 @@ def s3_bucket(s3_server, request):
         bucket.delete()
 
 
+@pytest.fixture(scope="session")
+def gcs_server():
+    """fake-gcs-server on a free loopback port, one per test session (per xdist worker); tests
+    share its bucket and keep to prefixes of their own."""
+    from tests.servers import gcs_emulator
+
+    if not gcs_emulator.installed():
+        pytest.skip(f"fake-gcs-server {gcs_emulator.version()} is not installed "
+                    f"({gcs_emulator.binary()}): run bash scripts/install_emulators.sh")
+    with gcs_emulator.GcsEmulator() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azurite_server():
+    """Azurite's blob service on a free loopback port, one per test session (per xdist worker);
+    tests share its container and keep to prefixes of their own."""
+    from tests.servers import azurite
+
+    if not azurite.installed():
+        pytest.skip(f"Azurite {azurite.version()} is not installed ({azurite.blob_main()}, or no "
+                    "node on PATH): run bash scripts/install_emulators.sh")
+    with azurite.Azurite() as server:
+        yield server
+
+
 @pytest.fixture
 def s3_proxy(s3_server):
     """An ``S3FaultProxy`` in front of the session's S3 server, for this test."""
-    from topic_lineage.local.s3_faults import S3FaultProxy
+    from tests.servers.s3_faults import S3FaultProxy
 
     with S3FaultProxy(s3_server.endpoint) as proxy:
         yield proxy

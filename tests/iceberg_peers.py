@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-iceberg"
 PYTHON = VENV / "bin" / "python"
 SPARK_JARS = VENV / "jars" / "spark"
-REST_JARS = VENV / "jars" / "rest-server"  # topic_lineage.local.rest_catalog's default
+REST_JARS = VENV / "jars" / "rest-server"  # tests.servers.rest_catalog's default
 READER = Path(__file__).resolve().parent / "iceberg_peer_reader.py"
 SKIP_ENV = "TOPIC_LINEAGE_NO_ICEBERG_PEERS"
 

@@ -112,7 +112,7 @@ def run(spec: dict) -> dict:
     success = _read_text(spark, f"{url}/_SUCCESS")
     result["success_committer"] = json.loads(success).get("committer") if success.strip() else None
     if spec.get("placement"):
-        from topic_lineage.local.standalone import task_placement
+        from tests.servers.standalone import task_placement
 
         result["placement"] = task_placement(spark, 2)
     spark.stop()

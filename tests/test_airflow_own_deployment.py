@@ -42,6 +42,7 @@ from test_airflow_local_deployment import (
     request,
     trigger_and_wait,
 )
+from test_install import build_wheel
 from test_ui_browser import headless_chromium, process_group, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(900)]
@@ -67,14 +68,6 @@ def run(args: list, *, env: dict | None = None, cwd: Path | None = None,
                          text=True, timeout=timeout, check=False)
     assert out.returncode == 0, f"{args[:4]}: {out.stdout[-2000:]}{out.stderr[-3000:]}"
     return out.stdout
-
-
-def build_wheel(out_dir: Path) -> Path:
-    """``uv build``: the source distribution, then the wheel from it (in a clean directory, so
-    nothing left in the checkout's ``build/`` can slip into the wheel)."""
-    run([sys.executable, "-m", "uv", "build", "--out-dir", out_dir, REPO])
-    (wheel,) = out_dir.glob("topic_lineage-*.whl")
-    return wheel
 
 
 def tree_digest(root: Path) -> dict[str, str]:

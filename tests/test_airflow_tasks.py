@@ -178,7 +178,7 @@ def test_a_retried_build_on_another_worker_asks_the_object_store(s3_bucket, iceb
     """With the home on S3 a retry runs in an empty working copy (another worker, or the task's
     own copy): a finished version there is still not built twice, and an unfinished one's
     objects are removed from the store. (Asked of the local directory, both looked unbuilt.)"""
-    from topic_lineage import objects
+    from topic_lineage import storage
     from topic_lineage import warehouse as wh
 
     for key, value in s3_bucket.env().items():
@@ -195,7 +195,7 @@ def test_a_retried_build_on_another_worker_asks_the_object_store(s3_bucket, iceb
     wh.version_dir("v1").mkdir(parents=True)
     wh.write_manifest("v1", {"version": "v1", "status": wh.BUILDING})
     (wh.version_dir("v1") / "partial").write_text("x")
-    objects.push("warehouse/versions/v1/partial")
+    storage.home().push("warehouse/versions/v1/partial")
     wh.version_dir("v2").mkdir(parents=True)
     wh.write_manifest("v2", {"version": "v2", "status": wh.BUILT, "snapshot_files": {A: 1}})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 from topic_lineage.local.broker import free_port
 
 SCRIPT = Path(sys.executable).with_name("topic-lineage")
+ROOT = Path(__file__).resolve().parents[1]
 GOOD = {
     "cluster_id": "c1", "cluster_alias": "prod", "captured_at": "2026-11-01T00:00:00Z",
     "complete": True,
@@ -149,24 +151,48 @@ def test_demo_shows_two_ids_for_orders(tl_home):
     assert not (tl_home / "warehouse").exists()  # --capture-only builds nothing
 
 
+def path_without_go() -> str:
+    """This PATH without any directory that holds a ``go``, nor Go's default place."""
+    from tests.servers.seaweedfs_dist import GO_FALLBACK
+
+    return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if d and not (Path(d) / "go").exists() and Path(d) != GO_FALLBACK.parent)
+
+
 @pytest.mark.broker
 @pytest.mark.spark
 @pytest.mark.slow
-def test_demo_builds_validates_publishes_and_queries_two_incarnations(tl_home, tmp_path):
-    """The README's main job without its Airflow step: the published table shows the
-    re-created `orders` as two incarnations, and the gate's Data Docs page exists. Its JVM,
-    which lives for the demo's small store only, has the quick JIT (read from its event log)."""
+def test_setup_runs_the_demo_where_no_go_is_found(tl_home, tmp_path):
+    """The README's first command, ``bash scripts/setup.sh`` (its install step, then the demo
+    without its Airflow step), on a PATH without Go and with the tests' Go setting pointing
+    nowhere: it succeeds, and no Go ran (Go's caches, set to directories of this test, stay
+    absent; no SeaweedFS build began). The published table shows the re-created `orders` as two
+    incarnations, and the gate's Data Docs page exists. Its JVM, which lives for the demo's
+    small store only, has the quick JIT (read from its event log)."""
     from tests.benchmarks.bench_small import driver_java_options
+    from tests.servers import seaweedfs_dist
     from topic_lineage.spark import QUICK_JIT_OPTION
 
     events = tmp_path / "events"
     events.mkdir()
     submit = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} "
               f"pyspark-shell")
-    result = run(tl_home, "demo", "--skip-airflow", timeout=1200,
-                 env={"PYSPARK_SUBMIT_ARGS": submit})
-    assert result.returncode == 0, result.stderr
+    go_traces = {name: tmp_path / "go" / name for name in ("GOCACHE", "GOMODCACHE", "GOPATH")}
+    weed_dir = tmp_path / "seaweedfs"
+    weed_dir.mkdir()
+    env = {**os.environ, "TOPIC_LINEAGE_HOME": str(tl_home), "PYSPARK_SUBMIT_ARGS": submit,
+           "PATH": path_without_go(), seaweedfs_dist.GO_ENV: str(tmp_path / "no-go" / "go"),
+           seaweedfs_dist.DIR_ENV: str(weed_dir), **{k: str(v) for k, v in go_traces.items()}}
+    env.pop(seaweedfs_dist.SKIP_ENV, None)  # a user's machine: nothing says "skip SeaweedFS"
+    assert shutil.which("go", path=env["PATH"]) is None
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "--skip-airflow"],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1200,
+                            check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "orders: 2 incarnations" in result.stdout
+    assert not [name for name, path in go_traces.items() if path.exists()], "a Go command ran"
+    assert list(weed_dir.iterdir()) == []
+    assert "SeaweedFS" not in result.stdout + result.stderr
     from topic_lineage import warehouse as wh
 
     assert wh.current_version()  # tl_home is this process's TOPIC_LINEAGE_HOME too

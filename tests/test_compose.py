@@ -137,6 +137,23 @@ def test_kafka_is_the_version_the_demo_and_the_tests_run(services):
     assert services["kafka"]["image"] == f"apache/kafka:{DEFAULT_VERSION}"
 
 
+def test_seaweedfs_is_the_release_the_tests_run(services):
+    """The stack's SeaweedFS (the object store and its one-shot bucket maker) is the release whose
+    ``weed`` the tests build from source and run (tests/servers/seaweedfs_dist.py;
+    tests/test_s3_server.py checks the binary says so). Since 4.x its image's entrypoint runs
+    ``weed`` as the user ``seaweed``: the identities file, written 0600 as root, is handed to it."""
+    from tests.servers.seaweedfs_dist import RELEASE
+
+    images = {name: service["image"] for name, service in services.items()
+              if service["image"].startswith("chrislusf/seaweedfs:")}
+    assert set(images) == {OBJECT_STORE, "object-store-init"}
+    assert set(images.values()) == {f"chrislusf/seaweedfs:{RELEASE}"}, images
+    store = services[OBJECT_STORE]["command"][-1]
+    config = re.search(r"-s3\.config=(\S+)", store).group(1)
+    assert re.search(rf"chown seaweed:seaweed {re.escape(config)}\b", store)
+    assert store.index("chown seaweed") < store.index("exec /entrypoint.sh server")
+
+
 def test_kafka_runs_in_kraft_mode(services):
     env = environment(services["kafka"])
     assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}

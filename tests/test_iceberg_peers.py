@@ -8,7 +8,7 @@ snapshot:
   JdbcCatalog over pyiceberg's SQL catalog, and through a REST catalog);
 - DuckDB 1.5.5's iceberg extension (``iceberg_scan`` of the metadata file, and an attached REST
   catalog);
-- a real Iceberg REST catalog server (Iceberg's own, ``topic_lineage.local.rest_catalog``) that
+- a real Iceberg REST catalog server (Iceberg's own, ``tests.servers.rest_catalog``) that
   pyiceberg publishes through.
 
 The readers live in ``.venv-iceberg/`` (scripts/install_iceberg_peers.sh; scripts/test.sh
@@ -286,7 +286,7 @@ def test_published_through_a_rest_catalog_server_reads_the_same(side_venv, tmp_p
     (DuckDB also by the metadata file) exactly as pyiceberg does."""
     from pyiceberg.catalog import load_catalog
 
-    from topic_lineage.local.rest_catalog import RestCatalogServer
+    from tests.servers.rest_catalog import RestCatalogServer
 
     with RestCatalogServer(tmp_path / "warehouse") as server:
         print(f"REST catalog server started in {server.start_seconds:.1f} s at {server.uri}")
@@ -315,7 +315,7 @@ def test_published_through_a_rest_catalog_server_reads_the_same(side_venv, tmp_p
 
 def test_rest_catalog_server_without_its_jars_says_how_to_install(tmp_path, monkeypatch):
     """No server jars: one error naming the install script, and nothing started."""
-    from topic_lineage.local.rest_catalog import JARS_ENV, RestCatalogError, RestCatalogServer
+    from tests.servers.rest_catalog import JARS_ENV, RestCatalogError, RestCatalogServer
 
     monkeypatch.setenv(JARS_ENV, str(tmp_path / "no-jars"))
     server = RestCatalogServer(tmp_path / "warehouse")

@@ -5,7 +5,7 @@ the CLI, twice; then every table of the published snapshot read by Iceberg's Jav
 in Spark 4.1 and by DuckDB's iceberg extension (both in ``.venv-iceberg/``, tests/iceberg_peers.py),
 equal row for row to pyiceberg's read, and the first version's snapshot too. Once through the
 embedded SQL catalog, once through a real Iceberg REST catalog server (Iceberg's own,
-topic_lineage/local/rest_catalog.py), configured the standard pyiceberg way."""
+tests/servers/rest_catalog.py), configured the standard pyiceberg way."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def test_built_published_and_read_through_a_rest_catalog_server(side_venv, tmp_p
     transactions), query and both peers through the server."""
     from pyiceberg.catalog import load_catalog
 
-    from topic_lineage.local.rest_catalog import RestCatalogServer
+    from tests.servers.rest_catalog import RestCatalogServer
 
     with RestCatalogServer(tmp_path / "rest-warehouse") as server:
         props = server.catalog_properties

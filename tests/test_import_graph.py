@@ -123,3 +123,14 @@ def test_the_package_never_imports_spark_jobs():
     offenders = sorted(name for name, targets in graph.items()
                        if name.startswith("topic_lineage") and any(t.startswith("spark_jobs") for t in targets))
     assert offenders == []
+
+
+def test_the_package_imports_nothing_of_the_tests():
+    """The product never imports the tests (``tests/servers/``: servers only the tests start,
+    not in the wheel), at module level or inside a function."""
+    found = []
+    for path, statements in import_statements(list(modules().values())).items():
+        for kind, module, level, names in statements:
+            targets = names if kind == "import" else [module or ""] if level == 0 else []
+            found += [(path, t) for t in targets if t == "tests" or t.startswith("tests.")]
+    assert found == []

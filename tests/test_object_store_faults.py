@@ -36,7 +36,7 @@ def _published_versions(worker: Worker) -> list[str]:
 
 def test_the_server_stopped_mid_build_publishes_nothing_and_the_next_build_completes(
         tmp_path, iceberg_postgres, seaweedfs_built):
-    from topic_lineage.local.s3_server import S3Server
+    from tests.servers.s3_server import S3Server
 
     with S3Server(tmp_path / "s3") as server:
         shared = shared_env(server.env(), f"s3://{server.bucket}/home", iceberg_postgres("stopped"))
@@ -88,7 +88,7 @@ def test_two_builds_at_once_one_publishes_the_other_fails_clearly(tmp_path, s3_b
 
 
 def test_throttling_and_a_timed_out_request_are_retried(tmp_path, s3_server, s3_bucket, iceberg_postgres):
-    from topic_lineage.local.s3_faults import S3FaultProxy
+    from tests.servers.s3_faults import S3FaultProxy
 
     with S3FaultProxy(s3_server.endpoint) as proxy:
         shared = shared_env(s3_bucket.env(proxy.endpoint), s3_bucket.url("home"),

@@ -173,8 +173,8 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
     as in tests/test_spark_s3.py): the executors, not the driver, write and read the files
     through S3A, with the jars the driver gave them, the credentials of their environment and
     the magic committer."""
+    from tests.servers.standalone import standalone_cluster
     from tests.spark_s3_job import run_job
-    from topic_lineage.local.standalone import standalone_cluster
 
     for key, value in s3_bucket.env().items():  # the workers' (and so the executors') credentials
         monkeypatch.setenv(key, value)

@@ -114,6 +114,36 @@ def test_the_defaults_are_an_hour_and_a_day(monkeypatch):
     assert retention.Ages.from_env() == retention.Ages(timedelta(hours=1), timedelta(hours=24))
 
 
+def test_retention_waits_no_period_on_a_local_disk_and_an_hour_and_a_day_on_object_storage(monkeypatch,
+                                                                                        tmp_path):
+    """One rule on every home, its periods the home's: a local disk's locks reach every reader
+    and build, so nothing need wait there; the sweep waits its hour on both (a file younger
+    than that may be a running step's). The environment sets both everywhere."""
+    monkeypatch.delenv(retention.GRACE_ENV, raising=False)
+    monkeypatch.delenv(retention.STALE_BUILD_ENV, raising=False)
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / "home"))
+    assert retention.Ages.for_retention() == retention.Ages(timedelta(0), timedelta(0))
+    assert retention.Ages.from_env() == retention.Ages(timedelta(hours=1), timedelta(hours=24))
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", "s3://bucket/home")
+    monkeypatch.setenv("TOPIC_LINEAGE_WORK_DIR", str(tmp_path / "work"))
+    assert retention.Ages.for_retention() == retention.Ages(timedelta(hours=1), timedelta(hours=24))
+    monkeypatch.setenv(retention.GRACE_ENV, "90s")
+    assert retention.Ages.for_retention().grace == timedelta(seconds=90)
+
+
+def test_a_running_build_keeps_its_version_whatever_its_age():
+    """The lock a running build holds on this machine keeps its ``building`` version, even with
+    no stale-build period (a local disk's)."""
+    zero = retention.Ages(timedelta(0), timedelta(0))
+    building = {"version": "v1", "status": "building", "created_at": "2026-01-01T00:00:00Z",
+                "history": [{"status": "building", "at": "2026-01-01T00:00:00Z"}]}
+    current = {"version": "v2", "status": "published", "created_at": "2026-01-02T00:00:00Z",
+               "history": [{"status": "published", "at": "2026-01-02T00:00:00Z"}]}
+    now = datetime(2026, 1, 3, tzinfo=UTC)
+    assert retention.removable([building, current], "v2", now, 1, zero, build_running=True) == []
+    assert retention.removable([building, current], "v2", now, 1, zero, build_running=False) == ["v1"]
+
+
 def test_a_bad_period_stops_a_publish_on_object_storage_before_anything_moves(monkeypatch, tmp_path):
     """Checked before the catalog or the store is asked: one line, nothing published."""
     from topic_lineage import warehouse as wh

@@ -1,5 +1,5 @@
-"""The tests' S3 server (SeaweedFS on loopback, topic_lineage/local/s3_server.py) and its fault
-proxy (topic_lineage/local/s3_faults.py), and what the project's two S3 clients, pyarrow's
+"""The tests' S3 server (SeaweedFS on loopback, tests/servers/s3_server.py) and its fault
+proxy (tests/servers/s3_faults.py), and what the project's two S3 clients, pyarrow's
 ``S3FileSystem`` and botocore, do against them: the requests object storage will rely on
 (conditional creates and compare-and-swap, paginated listings), retries through throttling and
 slow answers, and what refused credentials look like.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from topic_lineage.local.s3_faults import OPERATIONS, S3FaultProxy, operation
+from tests.servers.s3_faults import OPERATIONS, S3FaultProxy, operation
 
 pytestmark = pytest.mark.s3
 
@@ -30,6 +30,19 @@ def _error_code(exc) -> str:
 
 
 # --- the server ---------------------------------------------------------------------------------
+def test_the_binary_is_the_release_compose_runs(seaweedfs_built):
+    """``weed version`` of the binary the tests built names the release whose image
+    docker-compose.yml runs (``seaweedfs_dist.RELEASE``, tests/test_compose.py), and the pinned
+    commit: what the tests run is what Compose runs."""
+    from tests.servers import seaweedfs_dist
+
+    done = subprocess.run([str(seaweedfs_dist.weed_executable()), "version"], capture_output=True,
+                          text=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
+    words = done.stdout.split()
+    assert seaweedfs_dist.RELEASE in words, done.stdout
+    assert seaweedfs_dist.commit()[:8] in words, done.stdout
+
+
 def test_every_component_listens_on_loopback_only(s3_server):
     """Master, volume server, filer and S3 gateway (HTTP and gRPC): no socket of the weed process
     listens on anything but 127.0.0.1."""
@@ -57,7 +70,7 @@ def test_every_component_listens_on_loopback_only(s3_server):
 def test_stopped_or_killed_then_restarted_the_data_is_still_there(seaweedfs_built, tmp_path):
     """A server stopped (SIGTERM) or killed (SIGKILL) mid-work and started again serves the same
     objects on the same endpoint: what a build interrupted by its store's restart meets."""
-    from topic_lineage.local.s3_server import S3Server
+    from tests.servers.s3_server import S3Server
 
     with S3Server(tmp_path / "s3") as server:
         endpoint = server.endpoint

@@ -229,10 +229,10 @@ import pathlib, sys
 from topic_lineage import tables as t
 from topic_lineage.scd import walk_job
 from topic_lineage.scd.hold import HoldPolicy
-out = pathlib.Path({str(tmp_path / "out")!r}); (out / "_walk_state").mkdir(parents=True)
+out = t.home() / "out"; (out / "_walk_state").mkdir(parents=True)
 files = tuple(sorted(str(p) for p in t.snapshots_dir().rglob("*.parquet")))
 task = walk_job.ClusterTask({CLUSTER!r}, files, (True,) * len(files), None, 0, "v1", str(out),
-                            str(out / "_walk_state" / "c.walk"), HoldPolicy(), 1)
+                            str(out / "_walk_state" / "c.walk"), HoldPolicy(), 1, home=str(t.home()))
 summary = walk_job.walk_cluster(task)
 assert summary["error"] is None and summary["walked"] == 6, summary
 print("pandas" in sys.modules)

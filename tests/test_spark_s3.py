@@ -40,10 +40,10 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
-    """The project's S3 server (SeaweedFS, topic_lineage.local.s3_server) with this module's
+    """The project's S3 server (SeaweedFS, tests.servers.s3_server) with this module's
     identity and bucket; yields its endpoint URL."""
     from tests.conftest import require_seaweedfs
-    from topic_lineage.local.s3_server import S3Server
+    from tests.servers.s3_server import S3Server
 
     require_seaweedfs()
     with S3Server(bucket=BUCKET, access_key=ACCESS_KEY, secret_key=SECRET_KEY) as server:

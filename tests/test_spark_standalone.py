@@ -1,4 +1,4 @@
-"""The two-worker standalone cluster of :mod:`topic_lineage.local.standalone`: a job's tasks run
+"""The two-worker standalone cluster of :mod:`tests.servers.standalone`: a job's tasks run
 in two executor JVMs of its workers (not in the driver); a build on it walks its Kafka clusters in
 those executors and writes the tables a ``local[*]`` build writes (issue #40, goal 3); and leaving
 the context manager ends every process it started, the executors and their Python workers
@@ -18,12 +18,12 @@ import psutil
 import pytest
 
 from tests.benchmarks.bench_scaleout import build, compare
-from topic_lineage import tables as t
-from topic_lineage.local.standalone import (
+from tests.servers.standalone import (
     StandaloneClusterError,
     standalone_cluster,
     task_placement,
 )
+from topic_lineage import tables as t
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,7 +195,7 @@ def test_ports_taken_before_the_master_binds_them_are_stepped_over(tmp_path, mon
     import http.server
     import threading
 
-    from topic_lineage.local import standalone
+    from tests.servers import standalone
 
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self):

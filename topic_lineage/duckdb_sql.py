@@ -55,10 +55,10 @@ def table_files(version: str, table: str) -> list[Path]:
     (:func:`topic_lineage.warehouse.reads.version_files`: ``main`` when it holds the version, else
     the version's audit branch), on the local disk (on object storage: fetched to the working
     copy)."""
-    from topic_lineage import objects
+    from topic_lineage import storage
     from topic_lineage.warehouse import reads
 
-    return [Path(f) for f in objects.local_copies(reads.version_files(version, table))]
+    return [Path(f) for f in storage.home().local_copies(reads.version_files(version, table))]
 
 
 def _literal(text: str) -> str:

@@ -15,7 +15,7 @@ line: Airflow 3 stores command lines in its event log.
 
 With a URL, the store is the truth and each process works in a local working copy of what it
 reads and writes (:func:`work_dir`): immutable files under unique names, fetched once and
-pushed whole (:mod:`topic_lineage.objects`). S3 is tested against a real S3 server; GCS and
+pushed whole (:mod:`topic_lineage.storage`). S3 is tested against a real S3 server; GCS and
 Azure take the same code path through their pyarrow file systems.
 """
 
@@ -31,6 +31,7 @@ from pathlib import Path
 from topic_lineage.errors import TopicLineageError
 
 HOME_ENV = "TOPIC_LINEAGE_HOME"
+DEFAULT_HOME = Path("~/.topic-lineage")
 WORK_DIR_ENV = "TOPIC_LINEAGE_WORK_DIR"
 """Where a process keeps its working copy of an object-store home (default: under
 ``$XDG_CACHE_HOME`` or ``~/.cache``, one directory per home URL)."""
@@ -147,15 +148,6 @@ def parse(text: str, *, setting: str = HOME_ENV) -> ObjectStore | Path:
     return ObjectStore(f"{scheme}://{host}" + (f"/{prefix}" if prefix else ""), scheme, host, prefix)
 
 
-def home_store() -> ObjectStore | None:
-    """The object store ``$TOPIC_LINEAGE_HOME`` names, or None for a local home."""
-    text = os.environ.get(HOME_ENV)
-    if not text:
-        return None
-    found = parse(text)
-    return found if isinstance(found, ObjectStore) else None
-
-
 def work_dir(store: ObjectStore) -> Path:
     """This process's working copy of ``store``: ``$TOPIC_LINEAGE_WORK_DIR``, or a directory
     named after the URL under the user's cache directory. Only a cache: anything in it can be
@@ -169,23 +161,90 @@ def work_dir(store: ObjectStore) -> Path:
     return (cache / "topic-lineage" / f"{readable}-{digest}").resolve()
 
 
-def _endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # the SDKs' order: the S3 one first
+REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def endpoint(environ=None) -> str | None:
+    """The S3 endpoint ``environ`` (default: this process's environment) names
+    (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``: an S3-compatible server), None for AWS
+    itself. Every engine's S3 settings (pyarrow, botocore, Spark's S3A, pyiceberg's FileIO)
+    start here and at :func:`region`."""
+    env = os.environ if environ is None else environ
+    return next((env[name].strip() for name in ENDPOINT_ENVS if (env.get(name) or "").strip()), None)
+
+
+def region(environ=None) -> str | None:
+    """The AWS region ``environ`` names (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
+    env = os.environ if environ is None else environ
+    return next((env[name].strip() for name in REGION_ENVS if (env.get(name) or "").strip()), None)
+
+
+def pyiceberg_io(environ=None) -> dict[str, str]:
+    """pyiceberg's FileIO properties for the environment's S3 endpoint and region, which its
+    own S3 file IO does not read."""
+    found = {}
+    if endpoint(environ):
+        found.update({"s3.endpoint": endpoint(environ), "s3.force-virtual-addressing": "false"})
+    if region(environ):
+        found["s3.region"] = region(environ)
+    return found
+
+
+GCS_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+"""Google's client libraries' variable naming a GCS emulator (``host:port`` or a URL): requests
+go there over plain HTTP, without credentials."""
+AZURE_KEY_ENV = "AZURE_STORAGE_ACCOUNT_KEY"
+AZURE_CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+"""The Azure SDKs' connection string; its ``BlobEndpoint`` (an emulator's or a private
+endpoint's URL) and ``AccountKey`` are honoured."""
+
+
+def gcs_emulator(environ=None) -> str | None:
+    """The GCS emulator's URL ``$STORAGE_EMULATOR_HOST`` names (None: Google Cloud Storage)."""
+    text = ((os.environ if environ is None else environ).get(GCS_EMULATOR_ENV) or "").strip()
+    if not text:
+        return None
+    return text.rstrip("/") if "://" in text else f"http://{text}"
+
+
+def _azure_connection(environ=None) -> dict[str, str]:
+    text = (os.environ if environ is None else environ).get(AZURE_CONNECTION_ENV) or ""
+    return {k.strip(): v.strip() for k, _, v in (part.partition("=") for part in text.split(";")) if k.strip()}
+
+
+def azure_endpoint(environ=None) -> str | None:
+    """The blob service URL the connection string names (``BlobEndpoint``; None: Azure's own
+    ``https://<account>.blob.core.windows.net``)."""
+    return _azure_connection(environ).get("BlobEndpoint", "").rstrip("/") or None
+
+
+def azure_key(environ=None) -> str | None:
+    """The storage account key (``$AZURE_STORAGE_ACCOUNT_KEY``, else the connection string's
+    ``AccountKey``); None: the default credential chain."""
+    env = os.environ if environ is None else environ
+    return (env.get(AZURE_KEY_ENV) or "").strip() or _azure_connection(environ).get("AccountKey") or None
 
 
 def _filesystem(scheme: str, account: str):
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return _filesystem_with(scheme, account, _endpoint(), region, request_timeout())
+    kind = SCHEMES[scheme]
+    if kind == "GCS":
+        settings = (gcs_emulator(),)
+    elif kind == "Azure":
+        settings = (azure_endpoint(), azure_key())
+    else:
+        settings = (endpoint(), region())
+    return _filesystem_with(scheme, account, settings, request_timeout())
 
 
 @cache
-def _filesystem_with(scheme: str, account: str, endpoint: str | None, region: str | None,
-                     timeout_s: float):
+def _filesystem_with(scheme: str, account: str, settings: tuple, timeout_s: float):
     """One file system per store and settings (the environment's, read by the caller)."""
     import pyarrow.fs as pafs
 
     kind = SCHEMES[scheme]
     if kind == "S3":
+        endpoint, region = settings
         options: dict = {
             "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS),
             "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": timeout_s,
@@ -199,9 +258,19 @@ def _filesystem_with(scheme: str, account: str, endpoint: str | None, region: st
         # no secret passes through topic-lineage's own arguments.
         return pafs.S3FileSystem(**options)
     if kind == "GCS":
+        (emulator,) = settings
+        if emulator:  # no credentials there, as Google's client libraries do
+            scheme_of, _, address = emulator.partition("://")
+            return pafs.GcsFileSystem(anonymous=True, scheme=scheme_of, endpoint_override=address)
         return pafs.GcsFileSystem()
-    key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
-    return pafs.AzureFileSystem(account_name=account, **({"account_key": key} if key else {}))
+    blob_endpoint, key = settings
+    options = {"account_key": key} if key else {}
+    if blob_endpoint:  # an emulator's or a private endpoint (the account may be in its path)
+        scheme_of, _, rest = blob_endpoint.partition("://")
+        authority = rest.split("/", 1)[0]
+        options.update(blob_storage_authority=authority, dfs_storage_authority=authority,
+                       blob_storage_scheme=scheme_of, dfs_storage_scheme=scheme_of)
+    return pafs.AzureFileSystem(account_name=account, **options)
 
 
 _TRANSIENT = ("slowdown", "503", "500 ", "internal_failure", "internalerror", "service_unavailable",
@@ -249,7 +318,7 @@ def read_object(fs, path: str) -> bytes:
 def describe_failure(store: ObjectStore, exc: BaseException) -> str:
     """One line for an error of the store, saying what to check."""
     text = " ".join(str(exc).split()) or type(exc).__name__
-    lowered = text.lower()
+    lowered = text.lower().replace("_", "")  # pyarrow writes SIGNATURE_DOES_NOT_MATCH
     if any(word in lowered for word in ("access denied", "accessdenied", "invalidaccesskeyid",
                                          "signaturedoesnotmatch", "forbidden", "403",
                                          "unauthorized", "401", "credentials")):
@@ -260,6 +329,6 @@ def describe_failure(store: ObjectStore, exc: BaseException) -> str:
     if "nosuchbucket" in lowered or "bucket does not exist" in lowered or "not found" in lowered:
         return f"{store.url}: bucket {store.bucket!r} does not exist or is not visible: {text[:300]}"
     if any(word in lowered for word in ("connect", "timed out", "timeout", "resolve")):
-        where = _endpoint() if store.kind == "S3" and _endpoint() else store.kind
+        where = endpoint() if store.kind == "S3" and endpoint() else store.kind
         return f"{store.url}: cannot reach {where}: {text[:300]}"
     return f"{store.url}: {text[:300]}"

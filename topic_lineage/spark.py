@@ -87,8 +87,6 @@ def driver_java_options(*, quick_jit: bool = False) -> str:
 # it will use is on S3: 37 jars more on the driver's class path cost JVM start time, which the
 # small one-off builds are measured by (docs/benchmarks.md).
 OBJECT_STORE_SCHEMES = ("s3", "s3a")
-ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # the SDKs' order: the S3 one first
-REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 # The AWS SDK's provider that reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN
 # from the JVM's own environment, so the secret is never a Spark setting: PySpark passes every
 # setting given before the JVM starts on spark-submit's command line (ps, Airflow's logs), and
@@ -154,8 +152,9 @@ def object_store_conf(locations, environ=None) -> dict[str, str]:
     }
     if env.get("AWS_ACCESS_KEY_ID"):
         conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = ENV_CREDENTIALS_PROVIDER
-    endpoint = next((env[name].strip() for name in ENDPOINT_ENVS if env.get(name, "").strip()), "")
-    region = next((env[name].strip() for name in REGION_ENVS if env.get(name, "").strip()), "")
+    from topic_lineage import location
+
+    endpoint, region = location.endpoint(env), location.region(env)
     if endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
         conf["spark.hadoop.fs.s3a.path.style.access"] = "true"

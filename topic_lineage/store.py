@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from topic_lineage import objects
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.faults import fault_point
@@ -103,86 +103,44 @@ def _read_stored(path: Path, columns: list[str] | None = None, *, first_row_only
 
 
 def stored_hash(path: Path) -> str | None:
-    """Content hash of a stored snapshot file, or ``None`` when there is none. With the home on
-    object storage, the hash its claim records (:func:`_claim_to_store`), when the snapshot's
-    file is stored too."""
-    if objects.store() is not None:
-        return _claimed_hash(path)
-    if not path.exists():
+    """Content hash of a stored snapshot file, or ``None`` when there is none: the hash its
+    claim records (:func:`_claim`), or the file's own for a file stored without a claim (a
+    local store written before claims)."""
+    home = storage.home()
+    claim = home.read_text(_claim_of(path))
+    if not home.exists(path):  # claimed by a writer that did not finish
         return None
-    return _read_stored(path, [t.CONTENT_HASH], first_row_only=True)[0][t.CONTENT_HASH]
+    if claim is not None:
+        return claim.strip()
+    return _read_stored(home.fetch(path), [t.CONTENT_HASH], first_row_only=True)[0][t.CONTENT_HASH]
 
 
-# --- on object storage -------------------------------------------------------------------------
-# A snapshot is stored on object storage in three writes: its claim, a tiny hidden object next
-# to its file holding its content hash, created only if absent (a conditional write); then its
-# group file and its topic file, uploaded whole. Only a writer holding the claim's hash writes
-# the two files, so two processes storing different snapshots under one (cluster, time) never
-# mix their files: the second gets SnapshotConflictError. A writer killed after its claim leaves
-# a claim without a file, which the next store of the same snapshot completes.
+# A snapshot is stored in three writes: its claim, a tiny hidden file next to its file holding
+# its content hash, created only if absent (on object storage a conditional write); then its
+# group file and its topic file, each whole. Only a writer holding the claim's hash writes the
+# two files, so two processes storing different snapshots under one (cluster, time) never mix
+# their files: the second gets SnapshotConflictError. A writer killed after its claim leaves a
+# claim without a file, which the next store of the same snapshot completes.
 def _claim_of(path: Path) -> Path:
     return path.parent / f".{path.name}.claim"
 
 
-def _claimed_hash(path: Path) -> str | None:
-    claim = objects.fetch(objects.relative_name(_claim_of(path)), refresh=True)
-    if claim is None:
-        return None
-    if not objects.exists(objects.relative_name(path)):  # claimed by a writer that did not finish
-        return None
-    return claim.read_text().strip()
-
-
-def _claim_to_store(snapshot: Snapshot, path: Path) -> None:
-    """Claim ``path`` on the object store for this snapshot, or raise the conflict."""
-    claim = _claim_of(path)
-    claim.parent.mkdir(parents=True, exist_ok=True)
-    claim.write_text(snapshot.content_hash())
-    if objects.push_new(objects.relative_name(claim)):
+def _claim(snapshot: Snapshot, path: Path) -> None:
+    """Claim ``path`` for this snapshot, or raise the conflict."""
+    home = storage.home()
+    if home.create(_claim_of(path), snapshot.content_hash()):
         return
-    theirs = objects.fetch(objects.relative_name(claim), refresh=True)
-    if theirs is None or theirs.read_text().strip() != snapshot.content_hash():
-        path.unlink(missing_ok=True)
+    theirs = home.read_text(_claim_of(path))
+    if theirs is None or theirs.strip() != snapshot.content_hash():
         raise _conflict(snapshot, path)
 
 
-GENERATION = "snapshots/_generation"
-"""On object storage: a token every change of the store replaces (after the change), so that a
-no-op build is told by one request, however many snapshots are stored (topic_lineage.noop)."""
-
-
-def _new_generation() -> None:
-    import uuid
-
-    token = t.home() / GENERATION
-    token.parent.mkdir(parents=True, exist_ok=True)
-    token.write_text(uuid.uuid4().hex)
-    objects.push(GENERATION)
-
-
-def generation() -> str | None:
-    """The store's generation token (object storage only; None before the first store)."""
-    found = objects.fetch(GENERATION, refresh=True)
-    return found.read_text().strip() if found is not None else None
-
-
 def fingerprint_listing() -> dict[str, tuple[int, int]]:
-    """What a build's no-op fingerprint hashes of the store: its listing on the local disk; on
-    object storage its generation, read before anything else of the store (a change after it
-    replaces it again, so nothing a build missed can go unnoticed)."""
-    if objects.store() is None:
-        return snapshot_listing()
-    return {f"generation {generation()}": (0, 0)}
-
-
-def _push_stored(snapshot: Snapshot, path: Path) -> None:
-    """Upload a snapshot stored in the working copy: its claim, its group file, its file."""
-    _claim_to_store(snapshot, path)
-    groups = group_path(snapshot.cluster_id, snapshot.captured_at)
-    if snapshot.groups_complete is not None:
-        objects.push(objects.relative_name(groups))
-    fault_point("store")  # fault suite: claimed (and the group file written), the file not yet
-    objects.push(objects.relative_name(path))
+    """What a build's no-op fingerprint hashes of the store: its change token (the store's
+    listing on the local disk, one generation object on object storage), read before anything
+    else of the store (a change after it changes it again, so nothing a build missed can go
+    unnoticed)."""
+    return storage.home().change_token("snapshots")
 
 
 def _to_arrow(snapshot: Snapshot, source: str):
@@ -244,17 +202,17 @@ def _groups_to_arrow(snapshot: Snapshot):
     return pa.Table.from_pydict(columns, schema=t.arrow_group_store_schema())
 
 
-def _write_groups(snapshot: Snapshot) -> None:
-    """Store the snapshot's group observations, before its topic file: the topic file is what
-    makes a snapshot exist, so a crash in between leaves an unread group file that the next
-    store of the same snapshot replaces."""
+def _write_groups(snapshot: Snapshot) -> bool:
+    """Write the snapshot's group observations (True: it has some), before its topic file: the
+    topic file is what makes a snapshot exist, so a crash in between leaves an unread group
+    file that the next store of the same snapshot replaces."""
     import pyarrow.parquet as pq
 
     path = group_path(snapshot.cluster_id, snapshot.captured_at)
     if snapshot.groups_complete is None:
         # no group information: a file here is debris of a crashed store, never this snapshot's
         path.unlink(missing_ok=True)
-        return
+        return False
     try:
         with replacing(path) as tmp:
             pq.write_table(_groups_to_arrow(snapshot), tmp, compression="zstd")
@@ -264,13 +222,23 @@ def _write_groups(snapshot: Snapshot) -> None:
             f"at {format_timestamp(snapshot.captured_at)} to {path.parent}: {exc.strerror or exc}; "
             "nothing of it was stored"
         ) from None
+    return True
 
 
 def _store(snapshot: Snapshot, source: str, path: Path) -> None:
-    _write_groups(snapshot)
-    _write_atomically(snapshot, source, path)
-    if objects.store() is not None:
-        _push_stored(snapshot, path)
+    """Claim, then the group file, then the snapshot's file (its presence says the snapshot is
+    stored)."""
+    home = storage.home()
+    _claim(snapshot, path)
+    try:
+        if _write_groups(snapshot):
+            home.push(group_path(snapshot.cluster_id, snapshot.captured_at))
+        fault_point("store")  # fault suite: claimed (and the group file written), the file not yet
+        _write_atomically(snapshot, source, path)
+        home.push(path)
+    except Exception:  # nothing of it is stored: not even the claim (a killed writer leaves it)
+        home.remove([_claim_of(path)])
+        raise
 
 
 def _write_atomically(snapshot: Snapshot, source: str, path: Path) -> None:
@@ -311,8 +279,8 @@ def save_all(snapshots: Iterable[Snapshot], source: str) -> IngestResult:
                 raise _conflict(snap, path)
         for snap, path in todo:
             _store(snap, source, path)
-        if todo and objects.store() is not None:
-            _new_generation()
+        if todo:
+            storage.home().changed("snapshots")
     return IngestResult(stored=len(todo), unchanged=len(batch) - len(todo))
 
 
@@ -344,8 +312,8 @@ def import_jsonl(path: Path | str, source: str = "import:jsonl") -> IngestResult
                 _store(snap, source, snapshot_path(*key))
                 todo.discard(key)
                 stored += 1
-        if stored and objects.store() is not None:
-            _new_generation()
+        if stored:
+            storage.home().changed("snapshots")
     return IngestResult(stored=stored, unchanged=len(keys) - stored)
 
 
@@ -355,17 +323,12 @@ def _check_source(source: str) -> None:
 
 
 def snapshot_files() -> list[Path]:
-    """Every stored snapshot file, in (cluster, time) order. With the home on object storage,
-    their copies in the working copy (fetched, with their group files, when missing)."""
-    if objects.store() is not None:
-        relatives = sorted(snapshot_listing())
-        objects.fetch_all([f"group_snapshots/{r}" for r in group_listing(relatives)])
-        found = objects.fetch_all(f"snapshots/{r}" for r in relatives)
-        return sorted(found)
-    root = t.snapshots_dir()
-    if not root.exists():
-        return []
-    return sorted(p for p in root.glob("cluster=*/date=*/*.parquet") if not p.name.startswith("."))
+    """Every stored snapshot file, in (cluster, time) order (with the home on object storage
+    their copies in the working copy, fetched with their group files when missing)."""
+    home = storage.home()
+    relatives = sorted(snapshot_listing())
+    home.fetch_all([f"group_snapshots/{r}" for r in group_listing(relatives)])
+    return sorted(home.fetch_all(f"snapshots/{r}" for r in relatives))
 
 
 def _is_store_file(relative: str) -> bool:
@@ -376,30 +339,18 @@ def _is_store_file(relative: str) -> bool:
 
 def group_listing(relatives=None) -> dict[str, int]:
     """Relative path -> size of every stored consumer-group file (of the snapshots
-    ``relatives``, when given) on the object store; {} with a local home."""
-    if objects.store() is None:
-        return {}
-    found = {r: size for r, (size, _) in objects.listing("group_snapshots").items() if _is_store_file(r)}
+    ``relatives``, when given)."""
+    found = {r: size for r, (size, _) in storage.home().listing("group_snapshots").items()
+             if _is_store_file(r)}
     return found if relatives is None else {r: found[r] for r in relatives if r in found}
 
 
 def snapshot_listing() -> dict[str, tuple[int, int]]:
-    """Every stored snapshot file as ``relative path -> (size, mtime_ns)``: one directory walk
-    and one ``stat`` per file, no file is opened.
-
-    The store never rewrites a file in place (a new file is renamed into place, a quarantined one
-    leaves), so a changed file shows a changed size or modification time: this listing is what
-    the no-op decision (:mod:`topic_lineage.noop`) compares.
-    """
-    if objects.store() is not None:  # one LIST request per 1,000 objects
-        return {relative: stat for relative, stat in objects.listing("snapshots").items()
-                if _is_store_file(relative)}
-    root = t.snapshots_dir()
-    listing = {}
-    for path in snapshot_files():
-        stat = path.stat()
-        listing[str(path.relative_to(root))] = (stat.st_size, stat.st_mtime_ns)
-    return listing
+    """Every stored snapshot file as ``relative path -> (size, mtime_ns)``: one listing (on
+    the local disk a directory walk and one ``stat`` per file; on object storage one LIST
+    request per 1,000 objects), no file is opened."""
+    return {relative: stat for relative, stat in storage.home().listing("snapshots").items()
+            if _is_store_file(relative)}
 
 
 def read_runs(cluster: str | None = None) -> list[dict]:
@@ -480,24 +431,24 @@ def verify() -> list[CorruptSnapshotFileError]:
 
 def quarantine(path: Path | str) -> Path:
     """Move a stored snapshot file out of the store, keeping it for inspection."""
+    home = storage.home()
     path = Path(path).resolve()
     root = t.snapshots_dir().resolve()
-    if objects.store() is not None and root in path.parents and not path.exists():
-        objects.fetch(objects.relative_name(path))  # named by a build's error: the store's file
+    if root in path.parents:
+        home.fetch(path)  # named by a build's error: the store's file
     if root not in path.parents or not path.is_file():
         raise StoreError(f"{path} is not a file in the snapshot store ({root})")
     target = t.quarantine_dir() / path.relative_to(root)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(path), target)
     groups = _group_path_of(path)
-    if groups.exists():  # the snapshot's group observations go with it
-        group_target = t.quarantine_dir() / "group_snapshots" / path.relative_to(root)
-        group_target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(groups), group_target)
-    if objects.store() is not None:  # the store's copy moves too, the quarantined one first
-        objects.push(objects.relative_name(target))
-        objects.remove([objects.relative_name(path), objects.relative_name(groups), objects.relative_name(_claim_of(path))])
-        _new_generation()
+    moved = [(path, target)]
+    if home.fetch(groups) is not None:  # the snapshot's group observations go with it
+        moved.append((groups, t.quarantine_dir() / "group_snapshots" / path.relative_to(root)))
+    for source, kept in moved:  # the quarantined copy first, then the store's goes
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, kept)
+        home.push(kept)
+    home.remove([path, groups, _claim_of(path)])
+    home.changed("snapshots")
     return target
 
 

@@ -13,7 +13,7 @@ half-way leaves only objects that nothing refers to (issue #45). What each step 
 - a store (capture, import) killed between its claim and its file: the claim (a hidden
   ``.<file>.claim`` object) and perhaps the snapshot's consumer-group file, without the file;
 - a quality gate killed between uploading its results and pages and replacing the quality
-  directory's index (:func:`topic_lineage.objects.push_tree`): files the index does not name,
+  directory's index (:meth:`topic_lineage.storage.Home.push_tree`): files the index does not name,
   which no reader fetches;
 - the lineage export leaves nothing: each batch is recorded by one conditional write after the
   receiver accepted it.
@@ -35,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from topic_lineage import objects
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.warehouse import retention
 
@@ -94,13 +94,10 @@ def _bytes(size: int) -> str:
 
 def find(*, warehouse_only: bool = False, now: datetime | None = None,
          ages: retention.Ages | None = None) -> Found:
-    """The unreferenced objects of the home's store older than the grace (nothing with a local
-    home). ``warehouse_only``: the versions and the Iceberg tables, not the snapshot store
+    """The unreferenced files of the home older than the grace. ``warehouse_only``: the versions and the Iceberg tables, not the snapshot store
     (what retention after a publish sweeps; listing the store's claims costs a request per
     1,000 snapshots)."""
     found = Found(kinds=WAREHOUSE_KINDS if warehouse_only else KINDS)
-    if objects.store() is None:
-        return found
     now = now or datetime.now(UTC)
     ages = ages or retention.Ages.from_env()
     cutoff_ns = int((now - ages.grace).timestamp() * 1e9)
@@ -127,9 +124,10 @@ def _versions_without_manifest(add) -> None:
     ``warehouse.REFERENCES``)."""
     from topic_lineage.warehouse import versions
 
-    root = objects.relative_name(t.versions_dir())
+    home = storage.home()
+    root = home.relative(t.versions_dir())
     by_version: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
-    for relative, stat in objects.listing(root, hidden=True).items():
+    for relative, stat in home.listing(root, hidden=True).items():
         name, _, rest = relative.partition("/")
         if rest:
             by_version[name][rest] = stat
@@ -145,24 +143,26 @@ def _versions_without_manifest(add) -> None:
 
 def _store_leftovers(add) -> None:
     """Claims (``.<file>.claim``) and consumer-group files whose snapshot file is not stored."""
-    snapshots = objects.listing("snapshots", hidden=True)
+    home = storage.home()
+    snapshots = home.listing("snapshots", hidden=True)
     for relative, (size, mtime) in sorted(snapshots.items()):
         folder, _, name = relative.rpartition("/")
         if name.startswith(".") and name.endswith(".claim"):
             stored = f"{folder}/{name[1:].removesuffix('.claim')}"
             if stored not in snapshots:
                 add(ORPHAN_CLAIMS, f"snapshots/{relative}", size, mtime)
-    for relative, (size, mtime) in sorted(objects.listing("group_snapshots", hidden=True).items()):
+    for relative, (size, mtime) in sorted(home.listing("group_snapshots", hidden=True).items()):
         if relative.endswith(".parquet") and relative not in snapshots:
             add(ORPHAN_GROUP_FILES, f"group_snapshots/{relative}", size, mtime)
 
 
 def _quality_leftovers(add) -> None:
     """Files of the quality directory that its index does not name (readers fetch only what it
-    names, :func:`topic_lineage.objects.pull_tree`); nothing without an index."""
-    folder = objects.relative_name(t.quality_dir())
-    files = objects.listing(folder)  # the index and a process's own files are hidden
-    named = objects.tree_index(folder) if files else None
+    names, :meth:`topic_lineage.storage.Home.pull_tree`); nothing without an index."""
+    home = storage.home()
+    folder = home.relative(t.quality_dir())
+    files = home.listing(folder)  # the index and a process's own files are hidden
+    named = home.tree_index(folder) if files else None
     if named is None:  # no index, or not ours: nothing is proven unreferenced
         return
     for name, (size, mtime) in sorted(files.items()):
@@ -177,13 +177,13 @@ def _iceberg_leftovers(found: Found, add, cutoff_ns: int) -> None:
     from topic_lineage.location import LocationError
     from topic_lineage.warehouse import iceberg
 
-    where = objects.store()
+    home = storage.home()
     for table in t.TABLES:
         tbl = iceberg.load_table(table)
         if tbl is None:
             continue
         try:
-            folder = where.relative(tbl.metadata.location.rstrip("/") + "/metadata")
+            folder = home.name_of(tbl.metadata.location.rstrip("/") + "/metadata")
         except LocationError:  # the catalog keeps this table's metadata outside the home
             continue
         with iceberg._calling(f"reading the metadata of {iceberg.NAMESPACE}.{table}"):
@@ -191,11 +191,11 @@ def _iceberg_leftovers(found: Found, add, cutoff_ns: int) -> None:
 
 
 def _table_leftovers(table: str, tbl, folder: str, found: Found, add, cutoff_ns: int) -> None:
-    where = objects.store()
+    where = storage.home()
     stale = _unreached_snapshots(tbl, cutoff_ns // 1_000_000)
     if stale:
         found.snapshots[table] = stale
-    files = objects.listing(folder, hidden=True)
+    files = where.listing(folder, hidden=True)
     reached = {tbl.metadata_location, *(e.metadata_file for e in tbl.metadata.metadata_log)}
     reached |= {s.manifest_list for s in tbl.metadata.snapshots}
     reached = {_name_in(folder, where, path) for path in reached}
@@ -215,7 +215,7 @@ def _table_leftovers(table: str, tbl, folder: str, found: Found, add, cutoff_ns:
 def _name_in(folder: str, where, path: str) -> str | None:
     """A file's name relative to the table's metadata folder (None: elsewhere)."""
     try:
-        relative = where.relative(path)
+        relative = where.name_of(path)
     except Exception:  # noqa: BLE001 - not under the home: not ours to sweep
         return None
     return relative.removeprefix(folder + "/") if relative.startswith(folder + "/") else None
@@ -253,6 +253,6 @@ def clean(found: Found) -> Found:
             continue
         removed.snapshots[table] = ids
     for kind, files in found.objects.items():
-        objects.remove(sorted(files))
+        storage.home().remove(sorted(files))
         removed.objects[kind] = dict(files)
     return removed

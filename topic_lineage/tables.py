@@ -18,16 +18,13 @@ Layout under ``TOPIC_LINEAGE_HOME`` (default ``~/.topic-lineage``)::
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 DATABASE = "topic_lineage"
 """Spark SQL database under which the published tables are registered."""
 
-from topic_lineage.location import HOME_ENV
-
-DEFAULT_HOME = Path("~/.topic-lineage")
+from topic_lineage.location import DEFAULT_HOME, HOME_ENV  # noqa: F401 (named here as always)
 
 SNAPSHOT_RUNS = "snapshot_runs"
 TOPIC_SNAPSHOTS = "topic_snapshots"
@@ -189,15 +186,12 @@ def arrow_array(values: list, kind):
 
 # --- paths -----------------------------------------------------------------------------------
 def home() -> Path:
-    """``$TOPIC_LINEAGE_HOME``, or ``~/.topic-lineage``; created on first use. When the home is
-    on object storage (a URL: :mod:`topic_lineage.location`), this process's working copy of
-    it (:mod:`topic_lineage.objects` moves files between the two)."""
-    from topic_lineage import location
+    """The directory this process reads and writes the home's files in: ``$TOPIC_LINEAGE_HOME``
+    (default ``~/.topic-lineage``), or with the home on object storage this process's working
+    copy of it (:mod:`topic_lineage.storage`); created on first use."""
+    from topic_lineage import storage
 
-    found = location.parse(os.environ.get(HOME_ENV) or str(DEFAULT_HOME))
-    path = location.work_dir(found) if isinstance(found, location.ObjectStore) else found
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return storage.home().root
 
 
 def snapshots_dir() -> Path:

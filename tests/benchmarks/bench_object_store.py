@@ -6,12 +6,12 @@ local disk, end to end as the user waits for it (the CLI, each command a process
 
 One seeded history (tests/benchmarks/datagen.py) is stored twice: in a local home (the
 embedded catalog, as today) and in a home on a real S3 server on loopback (SeaweedFS,
-topic_lineage.local.s3_server) with its catalog on PostgreSQL (the deployment's own server):
+tests.servers.s3_server) with its catalog on PostgreSQL (the deployment's own server):
 
 - **full refresh**: ``topic-lineage build --full-refresh`` on each (build, gate, publish);
   goal: S3 at most 1.5x the local disk;
 - **no-op**: ``topic-lineage build`` with nothing new, on S3, through a proxy that counts the
-  requests (topic_lineage.local.s3_faults); goal: at most 1 s, and a number of requests that
+  requests (tests.servers.s3_faults); goal: at most 1 s, and a number of requests that
   does not grow with the stored snapshots: ``--more`` rounds are stored and built, then the
   no-op is measured again;
 - **incremental**: the build of those ``--more`` rounds, on S3 through the same proxy (its
@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tests.catalog_postgres import CatalogPostgres
-    from topic_lineage.local.s3_faults import S3FaultProxy
-    from topic_lineage.local.s3_server import S3Server
+    from tests.servers.s3_faults import S3FaultProxy
+    from tests.servers.s3_server import S3Server
 
     work = Path(tempfile.mkdtemp(prefix="tl-bench-s3-"))
     result: dict = {"topics": args.topics, "rounds": args.rounds, "clusters": 3,

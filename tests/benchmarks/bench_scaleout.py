@@ -14,7 +14,7 @@ the process tree sampled every 0.2 s, and each process's share at that peak):
 1. generate and store the seeded history (``datagen.History``, as ``bench_scale``);
 2. ``spark_jobs/build.py --full-refresh`` (no gate), master by ``$TOPIC_LINEAGE_SPARK_MASTER``:
    ``local[1]``, then ``local[2]``, then ``spark://`` on a standalone cluster of two workers with
-   one core and 2 GiB each (:mod:`topic_lineage.local.standalone`); there the executors are the
+   one core and 2 GiB each (:mod:`tests.servers.standalone`); there the executors are the
    workers' children, not the build's, so each worker's process tree is sampled as well;
 3. the three versions compared table by table (multiset difference, DuckDB over their Parquet).
 
@@ -80,7 +80,7 @@ def build(home: Path, version: str, master: str, conf: dict | None = None,
 
 
 def on_standalone(home: Path, work: Path, version: str) -> dict:
-    from topic_lineage.local.standalone import standalone_cluster
+    from tests.servers.standalone import standalone_cluster
 
     started = time.perf_counter()
     with standalone_cluster(workers=WORKERS, cores_per_worker=CORES_PER_WORKER, memory=WORKER_MEMORY,

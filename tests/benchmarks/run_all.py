@@ -9,7 +9,7 @@
                 Spark's time ratio to it, and a row-by-row cross-check
 4. scaleout     the same full refresh with the unchanged spark_jobs/build.py against a Spark
                 standalone master + one worker started from the pyspark installation
-                (topic_lineage.local.standalone: its JVMs map the class archive, as drivers do)
+                (tests.servers.standalone: its JVMs map the class archive, as drivers do)
 5. query        median latency of the cookbook queries and of the UI's JSON API
                 (tests/benchmarks/bench_query.py) on the full-refresh data set
 
@@ -256,8 +256,8 @@ def bench_reference(home: Path, work: Path) -> dict:
 # --- 4. scale-out -----------------------------------------------------------------------------------
 def bench_scaleout(home: Path, work: Path, local_seconds: float, gate: bool = True) -> dict:
     from tests.benchmarks import reference_duckdb as ref
+    from tests.servers.standalone import standalone_cluster
     from topic_lineage import warehouse as wh
-    from topic_lineage.local.standalone import standalone_cluster
 
     log("scale-out: standalone master + 1 worker")
     with standalone_cluster(workers=1, cores_per_worker=2, memory="2g", work_dir=work / "standalone") as cluster:

@@ -95,13 +95,11 @@ def prepare_build(version: str) -> bool:
     """Before (re)running the build of ``version``: ``False`` when it is already built.
 
     A retried build task must not fail on what its killed first attempt left behind: an
-    unfinished version (status ``building``, never published) is removed and built again. With
-    the home on object storage the store is asked (the retry may run on another worker, or in
-    a working copy of its own), and the unfinished version's objects are removed there.
+    unfinished version (status ``building``, never published) is removed and built again. The
+    home is asked (the retry may run on another worker, or in a working copy of its own), and
+    the unfinished version's files are removed there.
     """
-    import shutil
-
-    from topic_lineage import objects, warehouse
+    from topic_lineage import storage, warehouse
 
     directory = warehouse.version_dir(version)
     if not version_written(version):
@@ -117,8 +115,7 @@ def prepare_build(version: str) -> bool:
         raise OrchestrationError(f"version {version} is published but has status {status!r}")
     log.warning("removing the unfinished version %s (status %s) left by an earlier attempt",
                 version, status)
-    objects.remove_tree(objects.relative_name(directory))  # (nothing with a local home)
-    shutil.rmtree(directory, ignore_errors=objects.store() is not None)
+    storage.home().remove_tree(directory)
     return True
 
 

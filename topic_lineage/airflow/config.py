@@ -307,16 +307,15 @@ def task_environment(options: DagOptions | None) -> Iterator[None]:
     """The environment of one task's body (and of the processes it starts: spark-submit
     inherits it), restored when it ends: the options' (:meth:`DagOptions.environment`); with
     the home on object storage, the store's connection (:func:`object_store_environment`) and a
-    working copy of the task's own (:func:`own_working_copy`). Nothing goes on a command line."""
+    working copy of the task's own (:meth:`topic_lineage.storage.Home.private_working_copy`). Nothing goes on a command line."""
+    from topic_lineage import storage
+
     with options_environment(options):
-        store = location.home_store()
-        if store is None:
-            yield
-            return
+        home = storage.configured()
         conn_id = (options.object_store_conn_id if options is not None else None) or (
             config_value("object_store_conn_id").strip())
-        env = object_store_environment(conn_id, store) if conn_id else {}
-        with _environ(env), own_working_copy():
+        env = object_store_environment(conn_id, home) if conn_id else {}
+        with _environ(env), home.private_working_copy():
             yield
 
 
@@ -337,15 +336,18 @@ AWS_CONNECTION_REFUSED = ("role_arn", "assume_role_method", "assume_role_kwargs"
 Spark's S3A) would not, and would silently act as another identity; refused in one line."""
 
 
-def object_store_environment(conn_id: str, store: location.ObjectStore) -> dict[str, str]:
-    """The ``AWS_*`` variables the Airflow connection ``conn_id`` gives a task whose home is on
-    ``store`` (S3 only: GCS and Azure take their credentials from the worker's environment).
+def object_store_environment(conn_id: str, store) -> dict[str, str]:
+    """The ``AWS_*`` variables the Airflow connection ``conn_id`` gives a task whose home is
+    ``store`` (a :class:`topic_lineage.storage.Home`; S3 only: GCS and Azure take their
+    credentials from the worker's environment, a local home needs none).
 
     Read the way the Amazon provider reads an ``aws`` connection (its provider need not be
     installed): login = access key id, password = secret access key, and the extras of
     :data:`AWS_CONNECTION_EXTRAS`. A missing connection, or one the tasks cannot honour, is one
     :class:`OrchestrationError` line naming it; no value of it is ever logged."""
-    if store.kind != "S3":
+    if store.connection_types is None:
+        return {}
+    if "aws" not in store.connection_types:
         raise OrchestrationError(
             f"object_store_conn_id {conn_id!r}: a connection gives credentials for an S3 home "
             f"only; {store.url} is on {store.kind}, whose credentials come from the worker's "
@@ -389,23 +391,3 @@ def object_store_environment(conn_id: str, store: location.ObjectStore) -> dict[
     return env
 
 
-# --- a working copy of the task's own ------------------------------------------------------------
-@contextmanager
-def own_working_copy() -> Iterator[None]:
-    """With the home on object storage and no ``TOPIC_LINEAGE_WORK_DIR`` configured: a new,
-    empty working copy for the duration (a directory in ``TMPDIR``, removed at the end), as
-    the task would have on a worker of its own (Kubernetes, Celery, MWAA). Nothing in it is
-    needed later: what the task writes is on the store and in the catalog when it ends. A
-    configured ``TOPIC_LINEAGE_WORK_DIR`` is kept (a worker with a lasting cache)."""
-    if os.environ.get(location.WORK_DIR_ENV):
-        yield
-        return
-    import shutil
-    import tempfile
-
-    directory = tempfile.mkdtemp(prefix="topic-lineage-task-")
-    try:
-        with _environ({location.WORK_DIR_ENV: directory}):
-            yield
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)

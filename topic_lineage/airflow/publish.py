@@ -13,12 +13,9 @@ from topic_lineage.airflow.config import log
 def version_written(version: str) -> bool:
     """Whether anything of ``version`` was written: its directory, or with the home on object
     storage any object under its prefix (this task's working copy holds nothing of it yet)."""
-    from topic_lineage import objects, warehouse
+    from topic_lineage import storage, warehouse
 
-    directory = warehouse.version_dir(version)
-    if objects.store() is None:
-        return directory.exists()
-    return bool(objects.listing(objects.relative_name(directory)))
+    return bool(storage.home().listing(warehouse.version_dir(version), hidden=True))
 
 
 def capture_warnings(version: str) -> tuple[list[str], list[str]]:

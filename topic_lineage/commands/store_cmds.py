@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from topic_lineage import objects, store
+from topic_lineage import store
 from topic_lineage import tables as t
 from topic_lineage.snapshot import check_jsonl, format_timestamp
 
@@ -36,11 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "verify", help="read every stored snapshot file and report unreadable ones",
-        description="Read every stored snapshot file and report unreadable ones. With the home "
-        "on object storage, also report the objects nothing references (what a killed build, "
-        "store or retention leaves behind), one line per kind with counts and bytes; objects "
-        "younger than $TOPIC_LINEAGE_READER_GRACE (default 1h) are left alone, a step "
-        "elsewhere may be writing them.")
+        description="Read every stored snapshot file and report unreadable ones. Also report "
+        "the files nothing references (what a killed build, store or retention leaves behind), "
+        "one line per kind with counts and bytes; files younger than "
+        "$TOPIC_LINEAGE_READER_GRACE (default 1h) are left alone, a step elsewhere may be "
+        "writing them.")
     p.add_argument("--clean", action="store_true",
                    help="also apply retention (versions beyond $TOPIC_LINEAGE_KEEP_VERSIONS that "
                    "are out of use long enough) and remove the unreferenced objects it reports")
@@ -106,16 +106,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
         removed = wh.apply_retention(sweep_after=False)
         print(f"retention removed {len(removed)} version(s)" + (f": {', '.join(removed)}" if removed else ""))
-    if objects.store() is not None:
-        from topic_lineage import sweep
+    from topic_lineage import sweep
 
-        found = sweep.find()
-        if args.clean:
-            found = sweep.clean(found)
-        for line in found.lines():
-            print(f"{'removed' if args.clean else 'unreferenced'} {line}")
-        if found.total_count and not args.clean:
-            print("remove them with 'topic-lineage verify --clean'")
+    found = sweep.find()
+    if args.clean:
+        found = sweep.clean(found)
+    for line in found.lines():
+        print(f"{'removed' if args.clean else 'unreferenced'} {line}")
+    if found.total_count and not args.clean:
+        print("remove them with 'topic-lineage verify --clean'")
     return 1 if problems else 0
 
 

@@ -10,7 +10,7 @@ DAG's plan reads it: a no-op run still runs ``lineage`` when it is behind).
 ``warehouse/openlineage/emitted.lock`` keeps two emissions (the DAG's task, the CLI) from
 sending the same change twice.
 
-With the home on object storage (:mod:`topic_lineage.objects`) the batches are objects, each
+With the home on object storage (:mod:`topic_lineage.storage`) the batches are objects, each
 created only if its number is free (a conditional write: of two emissions taking one number,
 the second takes the next), read by every emission whatever worker it runs on. The lock is
 then only this machine's: two emissions on different workers at the same moment may both send
@@ -25,10 +25,10 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from topic_lineage import objects
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.fsutil import file_lock, write_durably
+from topic_lineage.fsutil import file_lock
 from topic_lineage.warehouse.versions import now_text
 
 
@@ -54,9 +54,8 @@ def exclusive() -> Iterator[bool]:
 
 def _fetch_batches() -> None:
     """With the home on object storage: every batch into the working copy (each once)."""
-    if objects.store() is not None:
-        prefix = objects.relative_name(_batches_dir())
-        objects.fetch_all(f"{prefix}/{name}" for name in objects.listing(prefix))
+    home = storage.home()
+    home.fetch_all(_batches_dir() / name for name in home.listing(_batches_dir()))
 
 
 def emitted_keys() -> set[str]:
@@ -89,26 +88,21 @@ def record(keys: Iterable[str], version: str, transport: str) -> None:
     body = json.dumps({"version": version, "transport": transport, "at": now_text(), "keys": keys})
     while True:
         path = directory / f"{number:08d}.json"
-        write_durably(path, body)
-        if objects.push_new(objects.relative_name(path)):
+        if storage.home().create(path, body):
             return
-        objects.fetch(objects.relative_name(path), refresh=True)  # another emission's batch took the number
+        storage.home().fetch(path, refresh=True)  # another emission's batch took the number
         number += 1
 
 
 def completed() -> str | None:
     """The last version whose every change was emitted (None: none, or unreadable)."""
-    if objects.store() is not None:
-        objects.fetch(objects.relative_name(ledger_dir() / "completed.json"), refresh=True)
     try:
-        return json.loads((ledger_dir() / "completed.json").read_text())["version"]
+        return json.loads(storage.home().read_text(ledger_dir() / "completed.json") or "")["version"]
     except (OSError, ValueError, KeyError):
         return None
 
 
 def complete(version: str) -> None:
     if completed() != version:
-        ledger_dir().mkdir(parents=True, exist_ok=True)
-        write_durably(ledger_dir() / "completed.json",
-                      json.dumps({"version": version, "at": now_text()}))
-        objects.push(objects.relative_name(ledger_dir() / "completed.json"))
+        storage.home().write_bytes(ledger_dir() / "completed.json",
+                                   json.dumps({"version": version, "at": now_text()}))

@@ -16,9 +16,9 @@ import os
 import re
 from pathlib import Path
 
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.fsutil import write_durably
 
 log = logging.getLogger("topic_lineage.lineage")
 
@@ -40,14 +40,14 @@ def remember(cluster_id: str, cluster_alias: str, bootstrap_servers: str) -> Non
     server = first_server(bootstrap_servers)
     if not server:
         return
+    home = storage.home()
     path = clusters_dir() / (t.cluster_partition(cluster_id) + ".json")
     record = {"cluster_id": cluster_id, "cluster_alias": cluster_alias, "bootstrap": server}
     try:
-        if path.exists() and json.loads(path.read_text()) == record:
+        if json.loads(home.read_text(path) or "null") == record:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_durably(path, json.dumps(record, sort_keys=True))
-    except (OSError, ValueError) as exc:
+        home.write_bytes(path, json.dumps(record, sort_keys=True))
+    except (OSError, ValueError, TopicLineageError) as exc:
         log.warning("could not record the bootstrap server of cluster %s (%s): %s",
                     cluster_alias, exc, path)
 
@@ -58,14 +58,15 @@ class Namespaces:
     def __init__(self) -> None:
         self._override = _override()
         self._recorded: dict[str, str] = {}
-        directory = clusters_dir()
-        if directory.is_dir():
-            for path in sorted(directory.glob("*.json")):
-                try:
-                    record = json.loads(path.read_text())
-                    self._recorded[record["cluster_id"]] = record["bootstrap"]
-                except (OSError, ValueError, KeyError):
-                    log.warning("ignoring unreadable cluster record %s", path)
+        home, directory = storage.home(), clusters_dir()
+        for name in sorted(home.listing(directory)):
+            if not name.endswith(".json") or "/" in name:
+                continue
+            try:
+                record = json.loads(home.read_text(directory / name) or "")
+                self._recorded[record["cluster_id"]] = record["bootstrap"]
+            except (OSError, ValueError, KeyError):
+                log.warning("ignoring unreadable cluster record %s", directory / name)
         self._cache: dict[str, str] = {}
 
     def __call__(self, cluster_id: str, alias: str) -> str:

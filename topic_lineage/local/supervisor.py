@@ -65,10 +65,9 @@ def airflow_home() -> Path:
 def home_setting() -> str:
     """The ``TOPIC_LINEAGE_HOME`` of every process of the deployment: a URL as configured (the
     tasks work on the store, each in a working copy of its own), else the local directory."""
-    from topic_lineage import location
+    from topic_lineage import storage
 
-    store = location.home_store()
-    return store.url if store is not None else str(t.home())
+    return storage.home().location
 
 
 def _checkout_folder(name: str, marker: str) -> Path:

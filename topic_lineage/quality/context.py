@@ -95,24 +95,21 @@ def pull_results(*, unless_newer_than_s: float = 0) -> None:
     ``unless_newer_than_s`` seconds). With a local home, nothing."""
     import time
 
-    from topic_lineage import objects
+    from topic_lineage import storage
 
     global _pulled_at
-    if objects.store() is None:
-        return
     if _pulled_at is not None and time.monotonic() - _pulled_at < unless_newer_than_s:
         return
-    objects.pull_tree(objects.relative_name(t.quality_dir()))
+    storage.home().pull_tree(t.quality_dir())
     _pulled_at = time.monotonic()
 
 
 def push_results() -> None:
     """With the home on object storage, store what a gate run wrote or removed in the quality
     directory (its log line, results, pages; what pruning removed). With a local home, nothing."""
-    from topic_lineage import objects
+    from topic_lineage import storage
 
-    if objects.store() is not None:
-        objects.push_tree(objects.relative_name(t.quality_dir()))
+    storage.home().push_tree(t.quality_dir())
 
 
 def _engine_suffix(engine: str) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from topic_lineage import noop, objects
+from topic_lineage import noop, storage
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.faults import fault_point
@@ -68,12 +68,11 @@ class VersionInfo:
 def _stored_files() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
     """Relative path -> size of every stored snapshot file, and the listing it came from (for
     the no-op fingerprint, topic_lineage.noop)."""
-    from topic_lineage import objects, store
+    from topic_lineage import store
 
-    seen = store.fingerprint_listing()  # first: on object storage, the store's generation
-    # on object storage the Spark tasks read the files there: nothing is fetched here
-    listing = store.snapshot_listing() if objects.store() is not None else seen
-    return {path: size for path, (size, _) in listing.items()}, seen
+    seen = store.fingerprint_listing()  # first: a change after it changes it again
+    # the Spark tasks read the files where they are: nothing is fetched here
+    return {path: size for path, (size, _) in store.snapshot_listing().items()}, seen
 
 
 def _file_key(relative: str) -> tuple[str, str]:
@@ -115,10 +114,10 @@ class _Kept:
 
     def file(self, source: Path, target: Path) -> None:
         """Keep the base's file ``source`` as the version's ``target``."""
-        wh.link_file(source, target)
-        if objects.store() is not None:
+        stored = self.stored(source)
+        if storage.home().keep(stored, target):  # a reference, not a link: the manifest names it
             name = target.relative_to(wh.version_dir(self.version)).as_posix()
-            self.references[name] = self.stored(source).relative_to(t.versions_dir()).as_posix()
+            self.references[name] = stored.relative_to(t.versions_dir()).as_posix()
 
     def record(self) -> None:
         """Name the references made since the last call in the version's manifest (before its
@@ -357,6 +356,7 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
             policy=policy,
             input_bytes=sum(files[r] for r in relatives if not continues or r in new),
             observation_rows=walk_job.OBSERVATION_ROWS,
+            home=storage.home().url,
         ))
     return tasks, walked_again
 
@@ -366,26 +366,16 @@ def _task_name(path: Path) -> str:
     home: its path, or with the home on object storage its object's URL. Tasks read the store
     and write the version through the object store, so executors need no disk in common with
     the driver or each other (Spark's own readers and writers through S3A: topic_lineage.spark)."""
-    from topic_lineage import objects
-
-    return str(path) if objects.store() is None else objects.url(path)
+    return storage.home().engine_name(path)
 
 
 # --- consumer lineage (contract R8-R10) -----------------------------------------------------
 def _stored_group_files(files: dict[str, int]) -> dict[str, int]:
     """Relative path -> size of the stored consumer-group file of each stored snapshot that has
     one (a group file without its snapshot file is debris of a crashed store: never read)."""
-    from topic_lineage import objects, store
+    from topic_lineage import store
 
-    if objects.store() is not None:
-        return store.group_listing(files)
-    root = t.group_snapshots_dir()
-    found = {}
-    for relative in files:
-        path = root / relative
-        if path.is_file():
-            found[relative] = path.stat().st_size
-    return found
+    return store.group_listing(files)
 
 
 def _write_group_tables(spark, version: str, group_files: dict[str, int], *,

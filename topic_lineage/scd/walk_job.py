@@ -12,11 +12,12 @@ the version itself, with pyarrow:
 - ``snapshot_runs`` and ``topic_incarnations``: one file each, every row of the cluster.
 
 Why tasks write their own files: a cluster's rows come out of one walk, and Spark would add a
-job per table (and a shuffle) to write what one task already holds. Every file is written under
-a hidden name and renamed into place, named by cluster and version, so a retried or speculative
-task rewrites the same file: the outputs are the same whichever attempt wins. Executors read
-the store and write the version where the driver does, so on a cluster both live on storage
-every node mounts, as Spark's own Parquet reads and writes need.
+job per table (and a shuffle) to write what one task already holds. Every file is written
+whole (:class:`topic_lineage.storage.Home`, built in the task from the home's location),
+named by cluster and version, so a retried or speculative task rewrites the same file: the
+outputs are the same whichever attempt wins. Executors read the store and write the version
+through the home, as the driver does: with the home on object storage they need no disk in
+common with the driver or each other.
 
 Why one task per cluster: R1-R6 are a fold per cluster in time order; clusters are independent.
 ``spark.range(0, n, 1, n)`` gives each cluster a partition of its own (a hash partitioning by
@@ -58,7 +59,7 @@ class ClusterTask:
     """What one task derives: one cluster's snapshot files, in time order."""
 
     cluster_id: str
-    files: tuple[str, ...]  # absolute paths of every snapshot file of the cluster to walk
+    files: tuple[str, ...]  # every snapshot file of the cluster to walk, as engines name them
     observe: tuple[bool, ...]  # per file: its observations are new to this version
     base_state: str | None  # the base version's saved walk to continue, if this code wrote it
     continue_after: int  # with base_state: files[:continue_after] are walked in it already
@@ -68,6 +69,7 @@ class ClusterTask:
     policy: HoldPolicy
     input_bytes: int
     observation_rows: int = OBSERVATION_ROWS
+    home: str = ""  # the home's location (path or URL) the names above are under
 
 
 def part_name(cluster_id: str, version: str, suffix: str = "") -> str:
@@ -103,11 +105,9 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
 def _working_copy_path(name: str) -> Path:
     """The path a user acts on (``topic-lineage quarantine PATH``) of a file a task named: with
     the home on object storage, its place in the working copy."""
-    from topic_lineage import location, objects
+    from topic_lineage import storage
 
-    if not location.is_url(name):
-        return Path(name)
-    return t.home() / objects.store().relative(name)
+    return storage.home().from_engine_name(name)
 
 
 def _run_tasks(plan: list[ClusterTask], batches):
@@ -128,13 +128,15 @@ def walk_cluster(task: ClusterTask) -> dict:
     import resource
     import socket
 
+    from topic_lineage import storage
     from topic_lineage.store import CorruptSnapshotFileError
 
     started = time.monotonic()
-    out = _Place(task.out)
+    home = storage.at(task.home)
+    out = home.name_of(task.out)
     walk_ = None
     if task.base_state is not None:
-        walk_ = walk.ClusterWalk.loads(_read_bytes(task.base_state), task.cluster_id, task.policy)
+        walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
     first = task.continue_after if walk_ is not None else 0
     if walk_ is None:
         walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
@@ -145,19 +147,19 @@ def walk_cluster(task: ClusterTask) -> dict:
                "continued": first > 0, "host": socket.gethostname(), "pid": os.getpid(),
                "executor": executor_of_this_worker()[1], "error_path": None, "error": None}
     try:
-        with _ObservationWriter(out / t.TOPIC_SNAPSHOTS, task, cores) as observations:
-            for path, rows, is_new in _read_ahead(files, observe, cores):
+        with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
+            for path, rows, is_new in _read_ahead(home, files, observe, cores):
                 if is_new:
                     observations.add(rows)
                 summary["walked"] += _walk_file(walk_, path, rows)
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
     else:
-        _write_atomically(task.state_out, walk_.dumps())
+        home.write_bytes(home.name_of(task.state_out), walk_.dumps())
         runs, incarnations = walk_.tables()
-        _write_part(runs, out / t.SNAPSHOT_RUNS, part_name(task.cluster_id, task.version))
-        _write_part(_with_topic_uuid(incarnations), out / t.TOPIC_INCARNATIONS,
-                    part_name(task.cluster_id, task.version))
+        part = part_name(task.cluster_id, task.version)
+        home.write_parquet(f"{out}/{t.SNAPSHOT_RUNS}/{part}", runs)
+        home.write_parquet(f"{out}/{t.TOPIC_INCARNATIONS}/{part}", _with_topic_uuid(incarnations))
     summary["seconds"] = round(time.monotonic() - started, 3)
     summary["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return summary
@@ -193,82 +195,12 @@ def _with_topic_uuid(incarnations):
     return incarnations.append_column(t.TOPIC_UUID, uuids).select(schema.names).cast(schema)
 
 
-class _Place:
-    """A directory a task writes in: a local path, or a prefix on object storage named by URL
-    (the home on object storage: :mod:`topic_lineage.location`)."""
-
-    def __init__(self, name: str):
-        self.name = str(name).rstrip("/")
-
-    def __truediv__(self, child: str) -> _Place:
-        return _Place(f"{self.name}/{child}")
-
-    @property
-    def remote(self) -> bool:
-        from topic_lineage import location
-
-        return location.is_url(self.name)
-
-    def mkdir(self, **_) -> None:
-        if not self.remote:
-            Path(self.name).mkdir(parents=True, exist_ok=True)
-
-
-def _object(name: str):
-    """(pyarrow file system, path in it) of an object named by URL."""
-    from topic_lineage import location
-
-    where = location.parse(name)
-    return where.filesystem(), where.key()
-
-
-def _read_bytes(name: str) -> bytes:
-    from topic_lineage import location
-
-    if not location.is_url(name):
-        return Path(name).read_bytes()
-    fs, path = _object(name)
-    return location.read_object(fs, path)
-
-
-def _write_atomically(name: str, data: bytes) -> None:
-    """Replace a file whole: a hidden name renamed into place on a disk; on object storage one
-    object, which appears whole when its upload completes."""
-    from topic_lineage import location
-
-    if location.is_url(name):
-        fs, path = _object(name)
-
-        def upload() -> None:
-            with fs.open_output_stream(path) as sink:
-                sink.write(data)
-
-        location.retried(upload)
-        return
-    path = Path(name)
-    hidden = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    hidden.write_bytes(data)
-    os.replace(hidden, path)
-
-
-def _write_part(table, directory: _Place | Path, name: str) -> None:
-    """One Parquet file of a table: under a hidden name first on a disk (Spark and DuckDB skip
-    those); on object storage one object, whole when its upload completes. Either way a
-    retried task's file replaces its earlier attempt's with the same rows."""
-    import pyarrow.parquet as pq
-
-    directory = _Place(getattr(directory, "name", directory))
-    if directory.remote:
-        from topic_lineage import location
-
-        fs, path = _object(f"{directory.name}/{name}")
-        location.retried(lambda: pq.write_table(table, path, filesystem=fs, compression="zstd"))
-        return
-    folder = Path(directory.name)
-    folder.mkdir(parents=True, exist_ok=True)
-    hidden = folder / f".{name}.{os.getpid()}.tmp"
-    pq.write_table(table, hidden, compression="zstd")
-    os.replace(hidden, folder / name)
+def _read(home, name: str) -> bytes:
+    """The whole of a file a task was given by its engine name (a missing one is an error)."""
+    data = home.read_bytes(home.name_of(name))
+    if data is None:
+        raise FileNotFoundError(name)
+    return data
 
 
 def _task_cpus() -> int:
@@ -279,7 +211,7 @@ def _task_cpus() -> int:
     return max(1, context.cpus()) if context is not None else 1
 
 
-def _read_ahead(paths, observe, cores: int):
+def _read_ahead(home, paths, observe, cores: int):
     """``(path, rows, is_new)`` of each snapshot file in order. A task of one core (Spark's
     default) reads, walks and writes in turn: Spark runs as many tasks at once as it has cores,
     so threads of its own would only take cores from the other clusters' tasks. With more
@@ -292,12 +224,12 @@ def _read_ahead(paths, observe, cores: int):
     pa.set_cpu_count(cores)  # pyarrow's own pool (decoding, compute kernels) too
     if cores == 1:
         for path, is_new in zip(paths, observe, strict=True):
-            yield path, _read_snapshot_file(path, threads=False), is_new
+            yield path, _read_snapshot_file(home, path, threads=False), is_new
         return
     with ThreadPoolExecutor(2, thread_name_prefix="walk-read") as pool:
         pending = deque()
         for path, is_new in zip(paths, observe, strict=True):
-            pending.append((path, pool.submit(_read_snapshot_file, path, True), is_new))
+            pending.append((path, pool.submit(_read_snapshot_file, home, path, True), is_new))
             if len(pending) > _READ_AHEAD:
                 path_, rows, new = pending.popleft()
                 yield path_, rows.result(), new
@@ -306,18 +238,17 @@ def _read_ahead(paths, observe, cores: int):
             yield path_, rows.result(), new
 
 
-def _read_snapshot_file(path: str, threads: bool):
-    """A stored snapshot file's rows (the store's schema), from the disk or, named by URL, from
-    object storage (read whole: a snapshot file is small); a damaged file is a clear error."""
+def _read_snapshot_file(home, path: str, threads: bool):
+    """A stored snapshot file's rows (the store's schema), read whole from the home (a snapshot
+    file is small); a damaged file is a clear error."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from topic_lineage import location
     from topic_lineage.store import CorruptSnapshotFileError
 
     schema = t.arrow_store_schema()
     try:
-        source = pa.BufferReader(_read_bytes(path)) if location.is_url(str(path)) else path
+        source = pa.BufferReader(_read(home, path))
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
         # pandas (seconds of a task's time in a fresh Python worker)
         return pq.ParquetFile(source).read(columns=schema.names, use_threads=threads).cast(schema)
@@ -357,15 +288,14 @@ class _ObservationWriter:
     """Writes a cluster's new observations to ``topic_snapshots`` with pyarrow, the task's
     ``observation_rows`` per file, in a thread (observations are copied, not derived)."""
 
-    def __init__(self, path: Path, task: ClusterTask, cores: int):
-        self.path, self.cluster_id, self.version = path, task.cluster_id, task.version
+    def __init__(self, home, path: str, task: ClusterTask, cores: int):
+        self.home, self.path, self.cluster_id, self.version = home, path, task.cluster_id, task.version
         self.per_file = task.observation_rows
         self.pending, self.rows, self.written, self.writing = [], 0, 0, []
         # one core: written in turn (see _read_ahead); more: in a thread beside the walk
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="walk-topic-snapshots") if cores > 1 else None
 
     def __enter__(self):
-        self.path.mkdir(parents=True, exist_ok=True)
         return self
 
     def add(self, store_rows) -> None:
@@ -400,7 +330,7 @@ class _ObservationWriter:
         columns = {t.TOPIC_UUID: rfc4122_array(rows.column(t.TOPIC_ID))}
         table = pa.Table.from_arrays(
             [columns[f.name] if f.name in columns else rows.column(f.name) for f in schema], schema=schema)
-        _write_part(table, self.path, name)
+        self.home.write_parquet(f"{self.path}/{name}", table)
 
     def __exit__(self, kind, error, trace):
         try:

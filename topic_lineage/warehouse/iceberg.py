@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from topic_lineage import objects
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError, WarehouseError
 from topic_lineage.faults import fault_point
@@ -130,10 +130,10 @@ def catalog_properties() -> tuple[str, dict[str, str], bool]:
 def _embedded_allowed() -> None:
     """The embedded catalog is a file of the home: with the home on object storage it would be
     each process's own, so publishing there would publish nothing the others see."""
-    where = objects.store()
-    if where is not None:
+    home = storage.home()
+    if home.shared_catalog_required:
         raise CatalogError(
-            f"$TOPIC_LINEAGE_HOME is {where.url}: its tables need an Iceberg catalog every "
+            f"$TOPIC_LINEAGE_HOME is {home.url}: its tables need an Iceberg catalog every "
             "process shares; configure one the pyiceberg way (e.g. PYICEBERG_CATALOG__PROD__TYPE=sql "
             "and PYICEBERG_CATALOG__PROD__URI=postgresql+psycopg2://..., or a REST catalog) and "
             f"name it with {CATALOG_ENV}")
@@ -144,18 +144,9 @@ def _with_store_settings(props: dict[str, str]) -> dict[str, str]:
     home (``<home>/warehouse/iceberg``) when it names none, and the S3 endpoint and region the
     environment gives (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION``), which
     pyiceberg's own S3 file IO does not read. What the configuration sets wins."""
-    where = objects.store()
-    completed = dict(props)
-    if where is not None:
-        completed.setdefault("warehouse", where.url_of("warehouse/iceberg"))
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        completed.setdefault("s3.endpoint", endpoint)
-        completed.setdefault("s3.force-virtual-addressing", "false")
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        completed.setdefault("s3.region", region)
-    return completed
+    from topic_lineage import location
+
+    return {"warehouse": storage.home().url_of("warehouse/iceberg"), **location.pyiceberg_io(), **props}
 
 
 def catalog():
@@ -309,7 +300,7 @@ def stage(version: str, table_dirs: dict[str, Path],
     snapshots, paths = {}, {}
     for table in t.TABLES:
         tbl = load_table(table, create=True)
-        files = [objects.url(stored(p) if stored else p)
+        files = [storage.home().url_of(stored(p) if stored else p)
                  for p in sorted(table_dirs[table].glob("*.parquet")) if not p.name.startswith((".", "_"))]
         with _calling(f"staging version {version} of {NAMESPACE}.{table} on branch {branch}"):
             data_files = list(_parquet_files_to_data_files(tbl.metadata, files, tbl.io))
@@ -633,14 +624,8 @@ def _metadata_location(name: str, props: dict[str, str], table: str) -> str | No
 
 
 def _read_metadata(where: str) -> str:
-    """A metadata file's text: on the local disk, or on object storage through the seam."""
-    from topic_lineage import location
-
-    local = _local(where)
-    if not location.is_url(local):
-        return Path(local).read_text()
-    found = location.parse(local, setting="the catalog's metadata location")
-    return location.read_object(found.filesystem(), found.key()).decode()
+    """A metadata file's text, read where it is."""
+    return storage.read_url(where).decode()
 
 
 def version_snapshots(version: str) -> dict[str, int]:

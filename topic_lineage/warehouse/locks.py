@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from topic_lineage import objects
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.fsutil import file_lock
 from topic_lineage.warehouse.versions import (
@@ -71,8 +71,7 @@ def reading(version: str | None = None) -> Iterator[str | None]:
             yield None
             return
         version_dir(name)  # validates the name
-        if objects.store() is not None:  # read from the working copy
-            fetch_version(name)
+        fetch_version(name)  # into the working copy, where the home has one
         with file_lock(_reader_lock(name), shared=True):
             # Missing yet still named: not retention (it never removes the current version
             # or a named one being read); the caller reports it.
@@ -94,11 +93,10 @@ def remove_unless_read(name: str, referenced: Collection[str] = ()) -> bool:
         from topic_lineage.warehouse import iceberg
 
         iceberg.drop_version(name)  # its branch and snapshots first: no table names its files
-        if objects.store() is not None:
-            # its manifest last: a removal cut short leaves a version retention finds again
-            root = objects.relative_name(t.versions_dir())
-            objects.remove_tree(objects.relative_name(version_dir(name)), last=MANIFEST,
-                                keep={f"{root}/{stored}" for stored in referenced})
-        shutil.rmtree(version_dir(name), ignore_errors=True)
+        # its manifest last: a removal cut short leaves a version retention finds again
+        home = storage.home()
+        root = home.relative(t.versions_dir())
+        home.remove_tree(version_dir(name), last=MANIFEST, keep={f"{root}/{stored}" for stored in referenced})
+        shutil.rmtree(version_dir(name), ignore_errors=True)  # what the working copy has of it
         path.unlink(missing_ok=True)
     return True

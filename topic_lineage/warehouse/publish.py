@@ -7,8 +7,9 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from topic_lineage import objects
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.warehouse import iceberg, retention
@@ -42,7 +43,7 @@ def record_verdict(
     left alone. The verdict (``gate``: passed, warnings, failures, at) is what :func:`publish`
     checks; ``details`` are stored with it (the gate's suite fingerprint and what it read).
     """
-    if not (v.version_dir(version) / v.MANIFEST).exists():
+    if not storage.home().exists(v.version_dir(version) / v.MANIFEST):
         log.info("version %s has no manifest: its verdict is not recorded", version)
         return {}  # tables written by hand (tests, tools): never publishable anyway
     with publish_lock():
@@ -256,8 +257,7 @@ def publish(
     """
     if force_reason is not None and not force_reason.strip():
         raise PublishRefused("--force needs a --reason saying why the gate is overridden")
-    if objects.store() is not None:
-        retention.Ages.from_env()  # a bad setting of retention's periods stops before anything moves
+    retention.Ages.for_retention()  # a bad setting of retention's periods stops before anything moves
     adopt_legacy()
     with publish_lock():
         manifest = v.read_manifest(version)
@@ -355,28 +355,19 @@ def apply_retention(keep: int | None = None, *, sweep_after: bool = True) -> lis
     """Remove all but the newest ``keep`` versions (default ``$TOPIC_LINEAGE_KEEP_VERSIONS`` or
     5; never the current one); return the removed names.
 
-    On a local disk, never a running build's version nor one a reader has pinned with
-    :func:`reading`. With the home on object storage, where no lock reaches the other machines,
-    a version goes only once it has been out of use long enough, by the times its manifest
-    records (:mod:`topic_lineage.warehouse.retention`); then the objects that nothing references
-    and that are older than the reader grace go too (:mod:`topic_lineage.sweep`, warehouse only)
-    unless not ``sweep_after``.
+    Never a running build's version nor one a reader has pinned with :func:`reading` (locks
+    this machine sees); a version goes only once it has been out of use long enough, by the
+    times its manifest records (:mod:`topic_lineage.warehouse.retention`: the periods default
+    to zero on a local disk, where those locks reach every process); then the files that
+    nothing references and that are older than the reader grace go too
+    (:mod:`topic_lineage.sweep`, warehouse only) unless not ``sweep_after``.
     """
     keep = keep if keep is not None else int(os.environ.get(v.KEEP_ENV, v.DEFAULT_KEEP))
     keep = max(keep, 1)
     current = v.current_version()
     versions = v.list_versions()
-    if objects.store() is not None:
-        from datetime import UTC, datetime
-
-        due = retention.removable(versions, current, datetime.now(UTC), keep, retention.Ages.from_env())
-    else:
-        running = build_running()
-        removable = [
-            m["version"] for m in versions
-            if m["version"] != current and not (m.get("status") == v.BUILDING and running)
-        ]
-        due = removable[: max(len(versions) - keep, 0)]
+    due = retention.removable(versions, current, datetime.now(UTC), keep, retention.Ages.for_retention(),
+                              build_running())
     removed, in_use = [], []
     for name in reversed(due):  # newest first: files it keeps of an older one are free after it
         # a file another version keeps by reference stays (a removal that fails keeps its own)
@@ -392,7 +383,7 @@ def apply_retention(keep: int | None = None, *, sweep_after: bool = True) -> lis
         log.info("retention removed version(s) %s", ", ".join(removed))
     if in_use:
         log.info("retention kept version(s) %s: a reader is using them", ", ".join(in_use))
-    if sweep_after and objects.store() is not None:
+    if sweep_after:
         from topic_lineage import sweep
 
         try:

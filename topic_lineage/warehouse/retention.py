@@ -1,10 +1,11 @@
-"""Which versions retention removes on an object-store home: by age, from the manifests.
+"""Which versions retention removes: by age, from the manifests.
 
-On a local disk, a reader pins the version it reads with a file lock and retention skips a
-pinned version or a running build's (:mod:`topic_lineage.warehouse.locks`). Nothing like that
-reaches across machines, so with the home on object storage a version is removed only when it
-is beyond the newest ``keep`` and has been out of use long enough, by the times its manifests
-record (UTC, written by the process that made each change):
+A reader pins the version it reads with a file lock and retention skips a pinned version or a
+running build's (:mod:`topic_lineage.warehouse.locks`); on a local disk that reaches every
+process, so the periods below default to zero there. Nothing like that reaches across
+machines, so with the home on object storage a version is removed only when it is beyond the
+newest ``keep`` and has been out of use long enough (defaults below), by the times its
+manifests record (UTC, written by the process that made each change):
 
 - the published version: never;
 - a version published earlier (status ``published``, no longer ``main``): once the reader
@@ -61,7 +62,18 @@ class Ages:
 
     @classmethod
     def from_env(cls) -> Ages:
+        """The periods the environment sets, else the defaults above (what the sweep waits:
+        a file younger than the grace may be a running step's, on any home)."""
         return cls(duration(GRACE_ENV, DEFAULT_GRACE), duration(STALE_BUILD_ENV, DEFAULT_STALE_BUILD))
+
+    @classmethod
+    def for_retention(cls) -> Ages:
+        """The periods the environment sets, else the home's (a local home's readers and builds
+        hold locks every process there sees: no period; an object store's do not)."""
+        from topic_lineage import storage
+
+        home = storage.home()
+        return cls(duration(GRACE_ENV, home.reader_grace), duration(STALE_BUILD_ENV, home.stale_build))
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -103,14 +115,17 @@ def out_of_use_since(manifest: dict, manifests: Iterable[dict]) -> datetime | No
 
 
 def removable(manifests: list[dict], current: str | None, now: datetime, keep: int,
-              ages: Ages) -> list[str]:
+              ages: Ages, build_running: bool = False) -> list[str]:
     """The versions retention removes now (see the module): of ``manifests`` (oldest first),
-    never ``current``, only those beyond the newest ``keep``, and only when old enough."""
+    never ``current``, only those beyond the newest ``keep``, and only when old enough; no
+    version still ``building`` while ``build_running`` (a build this machine's lock shows)."""
     keep = max(keep, 1)
     excess = len(manifests) - keep
     candidates = [m for m in manifests if m.get("version") != current][: max(excess, 0)]
     removed = []
     for manifest in candidates:
+        if manifest.get("status") == "building" and build_running:
+            continue
         if manifest.get("status") == "building":
             since, wait = last_change(manifest), ages.stale_build
         else:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topic_lineage import storage
 from topic_lineage import tables as t
-from topic_lineage.fsutil import write_durably
 from topic_lineage.warehouse.versions import (
     WarehouseError,
     current_version,
@@ -143,5 +143,5 @@ def write_init_sql(version: str, *, only_if_changed: bool = False) -> Path:
     )
     if only_if_changed and path.is_file() and path.read_text() == body:
         return path
-    write_durably(path, body)
+    storage.home().write_bytes(path, body)
     return path

@@ -4,17 +4,14 @@ history) and the ``CURRENT`` pointer's reading (see :mod:`topic_lineage.warehous
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from topic_lineage import objects
+from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import WarehouseError
-from topic_lineage.fsutil import write_durably
 
 MANIFEST = "manifest.json"
 STORE_FINGERPRINT = "store_fingerprint"
@@ -63,15 +60,14 @@ def new_version_id() -> str:
 
 def read_manifest(version: str) -> dict:
     path = version_dir(version) / MANIFEST
-    if objects.store() is not None:  # a manifest changes (its status): read the store's
-        objects.fetch(objects.relative_name(path), refresh=True)
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
+    text = storage.home().read_text(path)  # a manifest changes (its status): the home's now
+    if text is None:
         raise WarehouseError(
             f"version {version!r} does not exist (no {path}); list versions with "
             "'topic-lineage versions'"
-        ) from None
+        )
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise WarehouseError(f"manifest of version {version!r} is unreadable ({exc})") from None
 
@@ -79,47 +75,33 @@ def read_manifest(version: str) -> dict:
 def write_manifest(version: str, manifest: dict) -> None:
     """Replace a version's manifest (on the object store too: one writer at a time, the task
     that owns the version's next step; publishing is the catalog's compare-and-swap)."""
-    path = version_dir(version) / MANIFEST
-    write_durably(path, json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    objects.push(objects.relative_name(path))
+    storage.home().write_bytes(version_dir(version) / MANIFEST,
+                               json.dumps(manifest, indent=2, sort_keys=True, default=str))
 
 
 def fetch_version(version: str) -> Path:
     """The version's directory in the working copy, with every file of it (fetched from the
     object store when missing: a version's files never change; a file it references is fetched
     where its object is and linked in); its directory with a local home."""
-    folder = version_dir(version)
-    if objects.store() is not None:
-        prefix = objects.relative_name(folder)
-        objects.fetch_all(f"{prefix}/{r}" for r in objects.listing(prefix) if r != MANIFEST)
-        if objects.exists(f"{prefix}/{MANIFEST}"):
-            _link_references(version, read_manifest(version).get(REFERENCES) or {})
+    home, folder = storage.home(), version_dir(version)
+    listed = home.listing(folder)
+    home.fetch_all(folder / r for r in listed if r != MANIFEST)
+    if MANIFEST in listed:
+        _link_references(version, read_manifest(version).get(REFERENCES) or {})
     return folder
 
 
 def _link_references(version: str, references: dict[str, str]) -> None:
     """Make the working copy's directory of ``version`` hold the files it references."""
-    root = t.versions_dir()
+    home, root = storage.home(), t.versions_dir()
     wanted = {name: root / stored for name, stored in references.items()
               if not (version_dir(version) / name).exists()}
-    objects.fetch_all(objects.relative_name(path) for path in wanted.values())
+    home.fetch_all(wanted.values())
     for name, path in wanted.items():
         if not path.exists():
-            raise WarehouseError(f"version {version!r} references {objects.url(path)}, which the "
+            raise WarehouseError(f"version {version!r} references {home.url_of(path)}, which the "
                                  "store does not have; run 'topic-lineage verify'")
-        target = version_dir(version) / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        link_file(path, target)
-
-
-def link_file(source: Path, target: Path) -> None:
-    """A hard link (a copy where the file system has none)."""
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        pass
-    except OSError:
-        shutil.copy2(source, target)
+        home.keep(path, version_dir(version) / name)
 
 
 def stored_path(version: str, path: Path, references: dict[str, str]) -> Path:
@@ -133,22 +115,21 @@ def stored_path(version: str, path: Path, references: dict[str, str]) -> Path:
 
 
 def file_names(version: str, table: str, references: dict[str, str]) -> list[str]:
-    """How Spark names one table of a version: its directory with a local home; with the home
-    on object storage the URL of each of its objects and of those it keeps by ``references``
-    (its manifest's :data:`REFERENCES`; one listing: what Spark just wrote there too)."""
-    folder = version_path(version, table)
-    if objects.store() is None:
-        return [str(folder)]
-    own = [r for r in objects.listing(objects.relative_name(folder))
-           if "/" not in r and r.endswith(".parquet") and not r.startswith((".", "_"))]
+    """How Spark names the files of one table of a version: each of its own (one listing: what
+    Spark just wrote there too) and each it keeps by ``references`` (its manifest's
+    :data:`REFERENCES`), as the home names them to engines (a path, or the object's URL)."""
+    home, folder = storage.home(), version_path(version, table)
+    own = [r for r in home.listing(folder) if "/" not in r and r.endswith(".parquet")]
     kept = [stored for name, stored in references.items() if name.startswith(table + "/")]
-    return sorted([objects.url(folder / r) for r in own] + [objects.url(t.versions_dir() / s) for s in kept])
+    names = sorted([home.engine_name(folder / r) for r in own]
+                   + [home.engine_name(t.versions_dir() / s) for s in kept])
+    return names or [home.engine_name(folder)]  # none: Spark reads the (empty) directory
 
 
 def record_references(version: str, references: dict[str, str]) -> None:
     """Add to the version's manifest the files it keeps by reference (before its files are
     pushed: :func:`push_version` uploads none of them)."""
-    if objects.store() is None or not references:
+    if not references:
         return
     manifest = read_manifest(version)
     manifest[REFERENCES] = {**(manifest.get(REFERENCES) or {}), **references}
@@ -163,26 +144,20 @@ def referenced(manifests: list[dict]) -> set[str]:
 def tables_of(version: str, references: dict[str, str]) -> set[str]:
     """The tables a version has files of (directories of it; on object storage, one listing and
     the files it keeps by ``references``, its manifest's :data:`REFERENCES`)."""
-    folder = version_dir(version)
-    if objects.store() is not None:
-        names = [*objects.listing(objects.relative_name(folder)), *references]
-        return {r.split("/")[0] for r in names if "/" in r}
-    return {p.name for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
+    names = [*storage.home().listing(version_dir(version)), *references]
+    return {r.split("/")[0] for r in names if "/" in r}
 
 
 def push_version(version: str) -> None:
     """Upload every file of a version written in the working copy (its manifest last, as the
     sign that the rest is there)."""
-    folder = version_dir(version)
-    if objects.store() is None:
-        return
-    there = set(objects.listing(objects.relative_name(folder)))  # written there already (by walk tasks)
+    home, folder = storage.home(), version_dir(version)
+    there = set(home.listing(folder))  # written there already (by walk tasks)
     there |= set(json.loads((folder / MANIFEST).read_text()).get(REFERENCES) or {})  # kept, stored elsewhere
-    files = [objects.relative_name(p) for p in folder.rglob("*") if p.is_file()
-             and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-             and p.name != MANIFEST and p.relative_to(folder).as_posix() not in there]
-    objects.push_all(files)
-    objects.push(objects.relative_name(folder / MANIFEST))
+    home.push_all(p for p in folder.rglob("*") if p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+                  and p.name != MANIFEST and p.relative_to(folder).as_posix() not in there)
+    home.push(folder / MANIFEST)
 
 
 def set_status(version: str, status: str, **extra: Any) -> dict:
@@ -198,13 +173,8 @@ def set_status(version: str, status: str, **extra: Any) -> dict:
 
 def list_versions() -> list[dict]:
     """Manifests of all versions, oldest first (a directory without manifest is skipped)."""
-    root = t.versions_dir()
-    if objects.store() is not None:  # the store's versions, each manifest fetched afresh
-        names = {r.split("/")[0] for r in objects.listing(objects.relative_name(root)) if r.endswith("/" + MANIFEST)}
-    elif root.exists():
-        names = {p.name for p in root.iterdir() if (p / MANIFEST).exists()}
-    else:
-        names = set()
+    names = {r.split("/")[0] for r in storage.home().listing(t.versions_dir())
+             if r.count("/") == 1 and r.endswith("/" + MANIFEST)}
     manifests = []
     for name in sorted(names):
         if name.startswith("."):

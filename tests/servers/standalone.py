@@ -5,7 +5,7 @@ it scales out when its tasks run in executor processes other than the driver, on
 worker. ``local[N]`` runs every task in the driver's JVM; this cluster gives each worker an
 executor JVM of its own, as a real deployment does, without Docker or a network.
 
-    from topic_lineage.local.standalone import standalone_cluster
+    from tests.servers.standalone import standalone_cluster
     with standalone_cluster(workers=2, cores_per_worker=1, memory="2g") as cluster:
         spark = get_spark(master=cluster.master_url, conf=cluster.driver_conf())
 
@@ -272,27 +272,30 @@ def standalone_cluster(workers: int = 2, cores_per_worker: int = 1, memory: str 
 
 
 # --- where a job's tasks run ---------------------------------------------------------------------
-def _placement(batches):
-    import pyarrow as pa
-    from pyspark import TaskContext
-
-    for _ in batches:
-        pass
-    from topic_lineage.scd.walk_job import executor_of_this_worker
-
-    executor_pid, executor_id = executor_of_this_worker()
-    yield pa.RecordBatch.from_pylist([{
-        "partition": TaskContext.get().partitionId(), "python_pid": os.getpid(),
-        "executor_pid": executor_pid, "executor_id": executor_id}], schema=pa.schema([
-            ("partition", pa.int32()), ("python_pid", pa.int64()), ("executor_pid", pa.int64()),
-            ("executor_id", pa.string())]))
-
-
 def task_placement(spark, tasks: int) -> list[dict]:
     """Where the tasks of ``spark.range(0, tasks, 1, tasks).mapInArrow(...)`` ran, one dict per
     task (``partition``, ``python_pid``, ``executor_pid``, ``executor_id``): the shape of a
-    build that walks one Kafka cluster per task. The function is this module's, so each
-    executor's Python must import topic_lineage to run it."""
+    build that walks one Kafka cluster per task. The function the tasks run is defined here, in
+    the call, so that it is shipped to the executors by value: their Python imports
+    topic_lineage (installed) but not this module (the tests are not installed)."""
+
+    def placement(batches):
+        import os
+
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from topic_lineage.scd.walk_job import executor_of_this_worker
+
+        for _ in batches:
+            pass
+        executor_pid, executor_id = executor_of_this_worker()
+        yield pa.RecordBatch.from_pylist([{
+            "partition": TaskContext.get().partitionId(), "python_pid": os.getpid(),
+            "executor_pid": executor_pid, "executor_id": executor_id}], schema=pa.schema([
+                ("partition", pa.int32()), ("python_pid", pa.int64()), ("executor_pid", pa.int64()),
+                ("executor_id", pa.string())]))
+
     schema = "partition int, python_pid long, executor_pid long, executor_id string"
-    rows = spark.range(0, tasks, 1, tasks).mapInArrow(_placement, schema).collect()
+    rows = spark.range(0, tasks, 1, tasks).mapInArrow(placement, schema).collect()
     return sorted((row.asDict() for row in rows), key=lambda row: row["partition"])

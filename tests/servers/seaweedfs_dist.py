@@ -2,8 +2,9 @@
 source with the machine's Go and kept with the installation, so that starting a server afterwards
 needs no network.
 
-``scripts/install_seaweedfs.sh`` (run by ``scripts/install.sh``) runs ``python -m
-topic_lineage.local.seaweedfs_dist``. SeaweedFS is Apache-2.0 and publishes no Go release
+``scripts/install_seaweedfs.sh`` (run by ``scripts/test.sh``; ``scripts/install.sh`` and
+``scripts/setup.sh`` build nothing: the demo needs no Go) runs ``python -m
+tests.servers.seaweedfs_dist``. SeaweedFS is Apache-2.0 and publishes no Go release
 binaries we could pin by digest, so it is built from its module at :data:`VERSION` (a commit of
 github.com/seaweedfs/seaweedfs, fetched through the Go module proxy). ``go install module@version``
 refuses it (its go.mod has replace directives), so the build does what ``go install`` would in a
@@ -36,12 +37,16 @@ from topic_lineage.errors import TopicLineageError
 
 MODULE = "github.com/seaweedfs/seaweedfs"
 VERSION = "v0.0.0-20261109003541-7506e5f91cd6"  # SeaweedFS 4.53's tree on 2026-11-09
+# The release that commit's tree carries (weed/util/version/constants.go; `weed version` prints
+# it): docker-compose.yml runs that release's image, chrislusf/seaweedfs:<RELEASE>
+# (tests/test_compose.py, tests/test_s3_server.py).
+RELEASE = "4.53"
 GO_MINIMUM = "1.26.6"  # the `go` line of that commit's go.mod
 DIR_ENV = "TOPIC_LINEAGE_SEAWEEDFS_DIR"
 GO_ENV = "TOPIC_LINEAGE_GO"  # a Go to build with, when it is not `go` on PATH
-SKIP_ENV = "TOPIC_LINEAGE_NO_SEAWEEDFS"  # scripts/install.sh builds nothing; S3 tests skip
+SKIP_ENV = "TOPIC_LINEAGE_NO_SEAWEEDFS"  # scripts/test.sh builds nothing; S3 tests skip
 GO_FALLBACK = Path("/usr/local/go/bin/go")  # where Go's own tarball installs
-PROG = "python -m topic_lineage.local.seaweedfs_dist"
+PROG = "python -m tests.servers.seaweedfs_dist"
 
 
 class SeaweedfsDistError(TopicLineageError, RuntimeError):
@@ -72,7 +77,7 @@ def weed_executable(version: str = VERSION) -> Path:
     if not is_built(version):
         raise SeaweedfsDistError(
             f"SeaweedFS's weed binary is not built ({weed_path(version)} is missing): run "
-            f"bash scripts/install_seaweedfs.sh (scripts/install.sh runs it; it needs Go "
+            f"bash scripts/install_seaweedfs.sh (scripts/test.sh runs it; it needs Go "
             f">= {GO_MINIMUM} and the Go module proxy once)")
     return weed_path(version)
 

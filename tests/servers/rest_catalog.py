@@ -13,7 +13,7 @@ files where the server writes the metadata.
 
 or, to try it by hand (serves until Ctrl-C and prints the pyiceberg properties)::
 
-    .venv/bin/python -m topic_lineage.local.rest_catalog /tmp/warehouse
+    .venv/bin/python -m tests.servers.rest_catalog /tmp/warehouse
 
 The server listens on every interface of its port (the fixture binds no host); clients here use
 127.0.0.1.
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m topic_lineage.local.rest_catalog",
+        prog="python -m tests.servers.rest_catalog",
         description="Serve an Iceberg REST catalog over a local warehouse until Ctrl-C.",
     )
     parser.add_argument("warehouse_dir")

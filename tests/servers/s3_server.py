@@ -1,6 +1,6 @@
 """A throw-away S3-compatible server on loopback, for the tests and a local try: SeaweedFS.
 
-It runs SeaweedFS (Apache-2.0; the ``weed`` binary :mod:`topic_lineage.local.seaweedfs_dist`
+It runs SeaweedFS (Apache-2.0; the ``weed`` binary :mod:`tests.servers.seaweedfs_dist`
 builds at install time) as one ``weed server`` process holding a master, a volume server, a
 filer and the S3 gateway, every one bound to 127.0.0.1 on free ports (gRPC ports too), with S3
 authentication on: one identity (:attr:`S3Server.access_key`, :attr:`S3Server.secret_key`)
@@ -16,7 +16,7 @@ the same data on the same endpoint (a server stopped mid-build, then restarted).
 
 or, to try it by hand (serves until Ctrl-C and prints the variables to export)::
 
-    .venv/bin/python -m topic_lineage.local.s3_server [DATA_DIR]
+    .venv/bin/python -m tests.servers.s3_server [DATA_DIR]
 
 Clients address buckets by path (``http://127.0.0.1:PORT/BUCKET/KEY``): SeaweedFS serves no
 virtual-host buckets without a domain name, and botocore and pyarrow both use path style for an
@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
+from tests.servers import seaweedfs_dist
+from tests.servers.rest_catalog import _signal_group
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.local import seaweedfs_dist
 from topic_lineage.local.broker import _die_with_parent_preexec, free_port
-from topic_lineage.local.rest_catalog import _signal_group
 
 log = logging.getLogger(__name__)
 
@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     parser = argparse.ArgumentParser(
-        prog="python -m topic_lineage.local.s3_server",
+        prog="python -m tests.servers.s3_server",
         description="Serve a local S3 (SeaweedFS) on loopback until Ctrl-C and print the "
                     "variables that point S3 clients at it.")
     parser.add_argument("data_dir", nargs="?", help="keep the data here (default: a temporary "
