@@ -847,6 +847,16 @@ def drop_version(version: str) -> None:
                 leftovers = _metadata_files(tbl, mine)
                 tbl.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in mine]).commit()
                 _remove_files(tbl, leftovers)
+        _prune_files_cache(tbl)
+
+
+def _prune_files_cache(tbl) -> None:
+    """Forget the files of snapshots the table no longer has (expired by us or another engine)."""
+    folder = _cache_path(str(tbl.metadata.table_uuid), 0).parent
+    kept = {f"{s.snapshot_id}.json" for s in tbl.metadata.snapshots}
+    for path in folder.glob("*.json") if folder.is_dir() else []:
+        if path.name not in kept:
+            path.unlink(missing_ok=True)
 
 
 def _metadata_files(tbl, snapshots: Iterable) -> list[str]:
