@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -135,7 +136,10 @@ def test_query_while_a_build_runs(spark, tl_home):
     assert wh.current_version() == first
     pass_gate(done["version"])
     wh.publish(done["version"])
-    assert (t.warehouse_dir() / "init.sql").read_text().count(str(wh.version_dir("next"))) == len(t.TABLES)
+    init_sql = (t.warehouse_dir() / "init.sql").read_text()
+    assert "published version next" in init_sql and init_sql.count("CREATE OR REPLACE VIEW") == len(t.TABLES)
+    read = re.findall(r"FROM parquet\.`([^`]*)`", init_sql)
+    assert read and all(path.startswith(str(wh.version_dir("next"))) for path in read)
 
 
 # --- read-only queries ------------------------------------------------------------------------------

@@ -51,48 +51,14 @@ def duckdb_columns(ddl: str) -> list[tuple[str, str]]:
 
 
 def table_files(version: str, table: str) -> list[Path]:
-    """The Parquet files of one table of one version: the data files of its Iceberg snapshot
-    (topic_lineage.warehouse.iceberg); for a version built before the tables were Iceberg
-    tables, its directory's, skipping hidden and ``_``-prefixed paths.
-
-    Writers (Spark, pyarrow) leave ``_SUCCESS``, ``.crc`` and ``_temporary`` entries beside the
-    data; those are never data (Spark skips them too).
-    """
-    staged = _staged_files(version, table)
-    if staged is not None:
-        return [Path(f) for f in staged]
-    root = wh.version_path(version, table)
-    if not root.is_dir():
-        return []
-    files = []
-    for path in sorted(root.rglob("*.parquet")):
-        relative = path.relative_to(root).parts
-        if any(part.startswith((".", "_")) for part in relative):
-            continue
-        files.append(path)
-    return files
-
-
-def _staged_files(version: str, table: str) -> list[str] | None:
-    """The data files of ``table`` in ``version``'s staged Iceberg snapshot (as its manifest
-    recorded them at the commit: a snapshot never changes); None when the version was not
-    staged (built before its tables were Iceberg tables: read its directory)."""
+    """The Parquet files of one table of one version, as the Iceberg catalog names them
+    (:func:`topic_lineage.warehouse.reads.version_files`: ``main`` when it holds the version, else
+    the version's audit branch), on the local disk (on object storage: fetched to the working
+    copy)."""
     from topic_lineage import storage
-    from topic_lineage.warehouse import iceberg
+    from topic_lineage.warehouse import reads
 
-    home = storage.home()
-    try:
-        manifest = wh.read_manifest(version)
-    except wh.WarehouseError:  # tables written and published by hand (tests, tools): no manifest
-        manifest = None
-    if manifest is not None:
-        recorded = (manifest.get(iceberg.FILES_KEY) or {}).get(table)
-        if recorded is not None:  # on object storage: fetched to the working copy
-            return home.local_copies(recorded)
-        snapshot_id = (manifest.get(iceberg.SNAPSHOTS_KEY) or {}).get(table)
-    else:
-        snapshot_id = iceberg.version_snapshots(version).get(table)
-    return None if snapshot_id is None else home.local_copies(iceberg.snapshot_files(table, snapshot_id))
+    return [Path(f) for f in storage.home().local_copies(reads.version_files(version, table))]
 
 
 def _literal(text: str) -> str:
@@ -119,8 +85,6 @@ def connect(version: str) -> Iterator:
     views read the files when a query runs."""
     import duckdb
 
-    if not wh.version_path(version, t.TOPIC_INCARNATIONS).is_dir():
-        raise wh.WarehouseError(f"version {version!r} has no tables under {wh.version_dir(version)}")
     # Spilling to disk goes to a private directory removed afterwards, never the working directory.
     with tempfile.TemporaryDirectory(prefix="topic-lineage-duckdb-") as spill:
         con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
@@ -130,7 +94,7 @@ def connect(version: str) -> Iterator:
             con.execute(f"SET temp_directory = {_literal(spill)}")
             con.execute(f"CREATE SCHEMA {t.DATABASE}")
             allowed = []
-            for table in t.TABLES:
+            for table in t.TABLES:  # read before anything else: a version the catalog lacks stops here
                 files = table_files(version, table)
                 allowed += [str(f) for f in files]
                 con.execute(f"CREATE VIEW {t.DATABASE}.{table} AS {table_select(version, table, files)}")

@@ -68,10 +68,14 @@ def published_live_names(cluster_id: str) -> frozenset[str]:
     version = warehouse.current_version()
     if version is None:
         return frozenset()
-    root = warehouse.version_path(version, t.TOPIC_INCARNATIONS)
+    from topic_lineage.duckdb_sql import table_files
+
+    files = [str(f) for f in table_files(version, t.TOPIC_INCARNATIONS)]
+    if not files:
+        return frozenset()
+    root = files[0] if len(files) == 1 else f"{len(files)} files of {t.TOPIC_INCARNATIONS}"
     try:
-        # Spark's _SUCCESS and .crc files are skipped by the dataset's default ignore_prefixes.
-        table = ds.dataset(root, format="parquet").to_table(
+        table = ds.dataset(files, format="parquet").to_table(
             columns=[t.TOPIC_NAME],
             filter=(pc.field(t.CLUSTER_ID) == cluster_id) & pc.field(t.IS_CURRENT),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 
 from topic_lineage import warehouse as wh
 from topic_lineage.scd import hold
@@ -109,6 +110,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         decision = noop.decide(policy.ratio, policy.min_count)
         if decision.noop:
+            wh.refresh_init_sql()  # main's files may have moved (another engine's compaction)
             print(decision)
             return 0
     # The deployment's Spark Connect server when it runs (no JVM start), unless --master. A JVM
@@ -149,7 +151,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    current = wh.current_version()
+    from topic_lineage.warehouse import iceberg
+
+    try:
+        current = wh.current_version()
+    except iceberg.ForeignCommitError as exc:  # listed all the same, the foreign commit named
+        print(f"topic-lineage versions: warning: {exc}", file=sys.stderr)
+        current = exc.version
     versions = wh.list_versions()
     if args.format == "json":
         print(json.dumps([
@@ -166,8 +174,6 @@ def cmd_versions(args: argparse.Namespace) -> int:
         print(f"{mark} {m['version']:<40} {m.get('status', '?'):<10} {m.get('mode') or '-':<12} "
               f"{m.get('snapshot_count', '-'):>9}  {m.get('created_at', ''):<28}  {_gate_cell(m)}")
     print(f"{len(versions)} version(s); * = published")
-    from topic_lineage.warehouse import iceberg
-
     name, props, embedded = iceberg.catalog_properties()
     where = "embedded" if embedded else iceberg.catalog_place(props)
     print(f"Iceberg catalog {name!r} ({where}), namespace {iceberg.NAMESPACE}: main of every table "

@@ -164,14 +164,15 @@ def describe(client) -> str:
 
 # --- what to emit -----------------------------------------------------------------------------
 def _rows(version: str, table: str) -> list[dict]:
+    """The rows of one table of ``version``, from the files the catalog names for it."""
     import pyarrow.dataset as ds
 
-    from topic_lineage import warehouse
+    from topic_lineage.duckdb_sql import table_files
 
-    path = warehouse.version_path(version, table)
-    if not path.is_dir():
+    files = [str(f) for f in table_files(version, table)]
+    if not files:
         return []
-    return ds.dataset(str(path), format="parquet").to_table().to_pylist()
+    return ds.dataset(files, format="parquet").to_table().to_pylist()
 
 
 def changes_of(version: str, namespaces: Callable[[str, str], str] | None = None) -> list[Change]:

@@ -309,21 +309,24 @@ def connect(url: str, *, shared: bool = False):
 
 def use_published_tables(spark, version: str) -> None:
     """Make ``topic_lineage.<table>`` name ``version``'s tables in the server's shared catalog:
-    registered once per version (the mark is a property of the last table registered)."""
+    registered once per version and set of snapshots read (the mark is a property of the last
+    table registered)."""
     from topic_lineage import warehouse as wh
+    from topic_lineage.warehouse import reads
 
     marked = f"{t.DATABASE}.{t.TABLES[-1]}"
+    key = reads.snapshot_key(version)  # the version's snapshots: another engine's compaction moves them
     try:
         rows = spark.sql(f"SHOW TBLPROPERTIES {marked} ('{VERSION_PROPERTY}')").collect()
         current = rows[0][1] if rows else None
     except Exception:  # noqa: BLE001 - not registered yet (the error class varies)
         current = None
-    if current == version:
+    if current == key:
         spark.sql(f"USE {t.DATABASE}")
         return
     wh.register_tables(spark, version)
     # the tables are read-only views (warehouse.register_tables)
-    spark.sql(f"ALTER VIEW {marked} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{version}')")
+    spark.sql(f"ALTER VIEW {marked} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{key}')")
 
 
 def pipeline_session(app_name: str, master: str | None = None, *, quick_jit: bool = False):

@@ -370,6 +370,10 @@ def snapshot_scope(version: str, fingerprint: str) -> SnapshotScope | None:
     verdict = base_manifest.get("gate") or {}
     if verdict.get("passed") is not True or verdict.get(SUITE_FINGERPRINT) != fingerprint:
         return None
+    from topic_lineage.warehouse import reads
+
+    if not reads.reads_its_own_files(version, t.TOPIC_SNAPSHOTS, manifest):
+        return None  # the catalog names other files (another engine compacted main): read them all
     ours = version_table_path(version, t.TOPIC_SNAPSHOTS)
     theirs = version_table_path(base, t.TOPIC_SNAPSHOTS)
     # on object storage a kept file is a reference (the working copy may not hold the base)

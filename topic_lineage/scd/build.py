@@ -149,7 +149,22 @@ def _usable_base(base: str | None, policy: HoldPolicy) -> tuple[dict | None, str
         return None, "hold thresholds differ from the base version's"
     if not all(wh.version_path(base, x).is_dir() for x in t.TABLES):
         return None, "base version lacks a table"
+    gone = _gone_files(base, manifest)
+    if gone:
+        return None, f"{gone} file(s) of base version {base} are gone (removed by maintenance?)"
     return manifest, ""
+
+
+def _gone_files(base: str, manifest: dict) -> int:
+    """How many of the files the base's snapshots were staged with (our own, which an
+    incremental build keeps) are no longer on the local disk: another engine's removal of
+    orphan files may take them once the base's snapshots are expired. On object storage the
+    working copy fetches what it keeps, and a missing object fails the build clearly."""
+    from topic_lineage.warehouse import iceberg
+
+    recorded = manifest.get(iceberg.FILES_KEY) or {}
+    return sum(1 for files in recorded.values() for f in files
+               if f.startswith("/") and not Path(f).exists())
 
 
 # --- the build ---------------------------------------------------------------------------------

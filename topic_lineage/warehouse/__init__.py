@@ -23,7 +23,8 @@ build writes the next version. :func:`write_init_sql` writes the same statements
 versions.
 
 The package, by seam: :mod:`~topic_lineage.warehouse.versions` (paths, names, manifests, the
-pointer), :mod:`~topic_lineage.warehouse.locks` (build and publish locks, readers pinning),
+pointer), :mod:`~topic_lineage.warehouse.reads` (the files every reader reads, asked of the
+catalog), :mod:`~topic_lineage.warehouse.locks` (build and publish locks, readers pinning),
 :mod:`~topic_lineage.warehouse.publish` (verdicts, the publish decision, :func:`publish`,
 retention) and :mod:`~topic_lineage.warehouse.sql` (Spark views, ``init.sql``, the read-only
 check). Use it as ``from topic_lineage import warehouse as wh``; every name below is re-exported.
@@ -40,6 +41,7 @@ from topic_lineage.warehouse.publish import (
     gate_passed,
     publish,
     record_verdict,
+    refresh_init_sql,
     version_derivation,
     version_inputs,
 )
@@ -112,6 +114,7 @@ __all__ = [
     "reading",
     "record_references",
     "record_verdict",
+    "refresh_init_sql",
     "register_tables",
     "set_status",
     "stored_path",

@@ -15,6 +15,13 @@ moving ``main``. The gate reads exactly those snapshots' files; :func:`publish_m
 when ``main`` moved meanwhile). A catalog without multi-table commits publishes table by table,
 ``topic_incarnations`` last: it names the published version, and our readers read every table
 at that version's snapshots, so they never see a mix.
+
+Other engines may maintain the tables in the user's catalog. :func:`main_holds` says which
+version's rows ``main`` holds when it is at another engine's compaction (a ``replace``) of our
+snapshot, even once the history between them is expired (the table property
+:data:`PUBLISHED_PROPERTY`, set by the commit that moved ``main``), and raises
+:class:`ForeignCommitError` naming a foreign commit that changes rows. Readers take a ref's files
+from :func:`snapshot_files` (through :mod:`topic_lineage.warehouse.reads`), kept by snapshot ID.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -270,10 +278,6 @@ def load_table(table: str, *, create: bool = False):
         return tbl
 
 
-def _holds_data(snapshot) -> bool:
-    return snapshot.summary is None or snapshot.summary.additional_properties.get("total-data-files") != "0"
-
-
 def _snapshot_version(snapshot) -> str | None:
     if snapshot is None or snapshot.summary is None:
         return None
@@ -303,6 +307,7 @@ def stage(version: str, table_dirs: dict[str, Path],
             snapshots[table] = _retried(table, tbl, partial(_stage_on_branch, version=version,
                                                             data_files=data_files))
         paths[table] = [_local(f) for f in files]
+        remember_files(str(tbl.metadata.table_uuid), snapshots[table], paths[table])
     return {SNAPSHOTS_KEY: snapshots, FILES_KEY: paths}
 
 
@@ -366,71 +371,219 @@ def _with_main(tbl) -> None:
 
 
 def published_version() -> str | None:
-    """The version ``main`` of ``topic_incarnations`` holds (published last: it names the
-    published version); None when nothing is published through Iceberg. When someone else
-    committed to ``main`` on top of ours, the version is the newest of ours in its ancestry: our
-    readers read the tables as we published them."""
-    name, props, _ = catalog_properties()
-    fast = _sql_published_version(name, props)
-    if fast is not _NO_FAST_PATH:
-        return fast
-    return _pyiceberg_published_version()
+    """The version ``main`` of ``topic_incarnations`` holds the rows of (published last: it names
+    the published version); None when nothing is published through Iceberg. ``main`` may be at a
+    snapshot another engine's maintenance wrote over ours (:func:`main_holds`); a foreign commit
+    that changes rows raises :class:`ForeignCommitError`."""
+    metadata = table_metadata(LEAD_TABLE)
+    return None if metadata is None else main_holds(LEAD_TABLE, metadata).version
 
 
 def _pyiceberg_published_version() -> str | None:
-    from pyiceberg.table.snapshots import ancestors_of
+    """:func:`published_version` read through pyiceberg (the fast path's answer is this one;
+    tests compare them)."""
+    import json
 
     lead = load_table(LEAD_TABLE)
-    if lead is None:
-        return None
-    for snapshot in ancestors_of(lead.metadata.snapshot_by_name(MAIN), lead.metadata):
-        version = _snapshot_version(snapshot)
-        if version is not None:
-            return version
-    return None
-
-
-_NO_FAST_PATH = object()
+    return None if lead is None else main_holds(LEAD_TABLE, json.loads(lead.metadata.model_dump_json())).version
 
 
 def _sql_published_version(name: str, props: dict[str, str]):
-    """:func:`published_version` of a SQL catalog on SQLite (the embedded one) or PostgreSQL,
-    read with the database's own driver, the metadata file with json (the answer pyiceberg
-    gives; tests compare them): a no-op build or a query costs milliseconds here, not
-    pyiceberg's and SQLAlchemy's imports (two seconds). ``_NO_FAST_PATH`` for other catalogs."""
+    """:func:`published_version` through the SQL catalog's database (:func:`table_metadata`)."""
+    del name, props
+    return published_version()
+
+
+# --- what main holds ---------------------------------------------------------------------------
+REPLACE = "replace"
+"""The snapshot operation that changes no row: "data and delete files were added and removed
+without changing table data" (the Iceberg spec; what compaction, ``rewrite_data_files``, writes)."""
+PUBLISHED_PROPERTY = "topic-lineage.published"
+"""Table property set in the commit that moves ``main`` to one of our snapshots: the version, the
+snapshot and its row count, as JSON. Table properties outlive another engine's expiry of
+snapshots, so ``main`` at a compaction whose history back to our snapshot expired still names
+the version whose rows it holds."""
+
+
+class ForeignCommitError(CatalogError):
+    """``main`` of a table is at a commit no topic-lineage build wrote that changes (or may
+    change) the rows of the published version: reported, never read past nor overwritten."""
+
+    def __init__(self, message: str, *, table: str, snapshot_id: int, version: str | None):
+        super().__init__(message)
+        self.table, self.snapshot_id, self.version = table, snapshot_id, version
+
+
+@dataclass(frozen=True)
+class MainHolds:
+    """What ``main`` of a table holds: its head snapshot, and the version of ours whose rows it
+    holds (None: nothing of ours), written by us (``ours``) or a compaction of it."""
+
+    snapshot_id: int | None
+    version: str | None
+    ours: int | None = None
+
+
+def main_holds(table: str, metadata: dict) -> MainHolds:
+    """Which version's rows ``main`` of ``table`` holds, from the table's metadata (its JSON form).
+
+    From ``main``'s head back through its parents to the first snapshot of ours (its summary
+    names the version): every foreign snapshot on the way must be one that changes no row
+    (:func:`changes_rows`: a ``replace``, as compaction writes, or a commit adding no file). When the history ends before one of ours (another engine
+    expired it), the version is the one :data:`PUBLISHED_PROPERTY` names, provided every snapshot
+    still there is a ``replace`` and ``main`` holds as many rows as our snapshot did. Any other
+    foreign snapshot with data (``append``, ``overwrite``, ``delete``) raises
+    :class:`ForeignCommitError` naming it."""
+    snapshots = {s["snapshot-id"]: s for s in metadata.get("snapshots") or []}
+    head = (metadata.get("refs", {}).get(MAIN) or {}).get("snapshot-id")
+    current, changed, last = head, None, None
+    while current in snapshots:
+        snapshot = last = snapshots[current]
+        summary = snapshot.get("summary") or {}
+        version = summary.get(VERSION_PROPERTY)
+        if version is not None:
+            if changed is not None:
+                raise _changed(table, changed, version, head)
+            return MainHolds(head, version, current)
+        if changed is None and changes_rows(summary):
+            changed = snapshot
+        current = snapshot.get("parent-snapshot-id")
+    if last is None or (current is None and (last.get("summary") or {}).get("total-data-files") == "0"):
+        # no main, or its whole history is there back to the table's empty start: none of it ours
+        if changed is not None:
+            raise _changed(table, changed, None, head)
+        return MainHolds(head, None)
+    published = _published_property(metadata)
+    version = published.get("version")
+    if changed is not None:
+        raise _changed(table, changed, version, head)
+    records = (snapshots[head].get("summary") or {}).get("total-records")
+    if version is None or records is None or str(published.get("records")) != records:
+        why = ("and no topic-lineage publish is recorded in its properties" if version is None else
+               f"holding {records} rows where published version {version} holds {published.get('records')}")
+        raise ForeignCommitError(
+            f"{NAMESPACE}.{table}: main is at snapshot {head}, which no topic-lineage build wrote, "
+            f"its history back to a published version expired, {why}; {_ways_out(version)}",
+            table=table, snapshot_id=head, version=version)
+    return MainHolds(head, version, published.get("snapshot-id"))
+
+
+_CHANGE_COUNTS = ("added-data-files", "deleted-data-files", "added-delete-files", "removed-delete-files",
+                  "added-records", "deleted-records", "added-position-deletes", "added-equality-deletes")
+
+
+def changes_rows(summary: dict) -> bool:
+    """Whether a snapshot no build of ours wrote may change the table's rows, by its summary: a
+    ``replace`` never does (the spec's word); another operation does unless its summary counts
+    no file and no row added or removed (a commit that only moved metadata; writers leave a
+    count of zero out, Iceberg's Java and pyiceberg alike). A summary with neither counts nor
+    totals says nothing, and is taken to change rows."""
+    if summary.get("operation") == REPLACE:
+        return False
+    counts = [summary[key] for key in _CHANGE_COUNTS if key in summary]
+    if counts:
+        return any(count != "0" for count in counts)
+    return not any(key.startswith("total-") for key in summary)
+
+
+def _published_property(metadata: dict) -> dict:
     import json
 
-    if props.get("type", "sql") != "sql" or not props.get("uri", "").startswith(
-            ("sqlite:///", "postgresql://", "postgresql+psycopg2://")):
-        return _NO_FAST_PATH
     try:
-        found = _lead_metadata_location(name, props)
-        if found is None:
-            return None
-        metadata = json.loads(_read_metadata(found))
-    except (OSError, ValueError) as exc:
-        raise CatalogError(f"Iceberg catalog {name!r} ({catalog_place(props)}) cannot be read: "
-                           f"{_reason(exc)}") from None
-    snapshots = {s["snapshot-id"]: s for s in metadata.get("snapshots", [])}
-    current = (metadata.get("refs", {}).get(MAIN) or {}).get("snapshot-id")
-    while current in snapshots:
-        snapshot = snapshots[current]
-        version = (snapshot.get("summary") or {}).get(VERSION_PROPERTY)
-        if version is not None:
-            return version
-        current = snapshot.get("parent-snapshot-id")
-    return None
+        found = json.loads((metadata.get("properties") or {}).get(PUBLISHED_PROPERTY) or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
-_LEAD_ROW = ("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = {p} AND "
-             "table_namespace = {p} AND table_name = {p}")
+def _changed(table: str, snapshot: dict, version: str | None, head: int) -> ForeignCommitError:
+    summary = snapshot.get("summary") or {}
+    operation = summary.get("operation", "unknown")
+    counts = ", ".join(f"{k} {summary[k]}" for k in ("added-records", "deleted-records") if k in summary)
+    where = "" if snapshot["snapshot-id"] == head else f" (main is at {head}, on top of it)"
+    return ForeignCommitError(
+        f"{NAMESPACE}.{table}: main holds snapshot {snapshot['snapshot-id']}{where}, an {operation} "
+        f"{'(' + counts + ') ' if counts else ''}that no topic-lineage build wrote and that changes "
+        f"the rows{' of published version ' + version if version else ''}; {_ways_out(version)}",
+        table=table, snapshot_id=snapshot["snapshot-id"], version=version)
 
 
-def _lead_metadata_location(name: str, props: dict[str, str]) -> str | None:
-    """The lead table's current metadata file, from the catalog's ``iceberg_tables`` row (the
-    JDBC catalog's layout, which pyiceberg's SQL catalog keeps); None without one."""
+def _ways_out(version: str | None) -> str:
+    back = f"to version {version}'s snapshot " if version else ""
+    return (f"topic-lineage neither reads past it nor overwrites it: roll main back {back}in the "
+            "engine that wrote it, or replace it with 'topic-lineage publish VERSION --force "
+            "--reason TEXT'")
+
+
+def ref_snapshot(metadata: dict, ref: str | int) -> int | None:
+    """The snapshot a ref (a branch or tag name) of a table names; a snapshot ID as it is when
+    the table has it. None when neither."""
+    if isinstance(ref, int):
+        return ref if any(s["snapshot-id"] == ref for s in metadata.get("snapshots") or []) else None
+    return (metadata.get("refs", {}).get(ref) or {}).get("snapshot-id")
+
+
+def snapshot_of_version(metadata: dict, version: str) -> int | None:
+    """The snapshot of ours holding ``version``: its audit branch's head, else a snapshot whose
+    summary names it (a branch removed by someone else)."""
+    found = ref_snapshot(metadata, audit_branch(version))
+    if found is not None:
+        return found
+    for snapshot in metadata.get("snapshots") or []:
+        if (snapshot.get("summary") or {}).get(VERSION_PROPERTY) == version:
+            found = snapshot["snapshot-id"]
+    return found
+
+
+# --- a table's metadata, as the catalog has it now -------------------------------------------
+_parsed: dict[tuple, tuple[str, dict]] = {}
+"""(catalog, table) -> its newest metadata file read in this process, and what it holds."""
+
+
+def _parse_once(key: tuple, location: str, read: Callable[[], dict]) -> dict:
+    found = _parsed.get(key)
+    if found is None or found[0] != location:
+        found = _parsed[key] = (location, read())
+    return found[1]
+
+
+def table_metadata(table: str) -> dict | None:
+    """The current metadata of one of our tables, in its JSON file's form (None: no such table).
+    A SQL catalog on SQLite (the embedded one) or PostgreSQL is read with the database's own
+    driver and the file with json: milliseconds, not pyiceberg's and SQLAlchemy's imports; other
+    catalogs through pyiceberg. A metadata file never changes: the newest one read is kept."""
+    import json
+
+    name, props, _ = catalog_properties()
+    if _sql_fast_path(props):
+        try:
+            found = _metadata_location(name, props, table)
+            if found is None:
+                return None
+            return _parse_once((name, table), found, lambda: json.loads(_read_metadata(found)))
+        except (OSError, ValueError) as exc:
+            raise CatalogError(f"Iceberg catalog {name!r} ({catalog_place(props)}) cannot be read: "
+                               f"{_reason(exc)}") from None
+    tbl = load_table(table)
+    if tbl is None:
+        return None
+    return _parse_once((name, table), tbl.metadata_location, lambda: json.loads(tbl.metadata.model_dump_json()))
+
+
+def _sql_fast_path(props: dict[str, str]) -> bool:
+    return props.get("type", "sql") == "sql" and props.get("uri", "").startswith(
+        ("sqlite:///", "postgresql://", "postgresql+psycopg2://"))
+
+
+_TABLE_ROW = ("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = {p} AND "
+              "table_namespace = {p} AND table_name = {p}")
+
+
+def _metadata_location(name: str, props: dict[str, str], table: str) -> str | None:
+    """A table's current metadata file, from the catalog's ``iceberg_tables`` row (the JDBC
+    catalog's layout, which pyiceberg's SQL catalog keeps); None without one."""
     uri = props["uri"]
-    key = (name, NAMESPACE, LEAD_TABLE)
+    key = (name, NAMESPACE, table)
     if uri.startswith("sqlite:///"):
         import sqlite3
 
@@ -439,7 +592,7 @@ def _lead_metadata_location(name: str, props: dict[str, str]) -> str | None:
             return None
         try:
             with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as con:
-                row = con.execute(_LEAD_ROW.format(p="?"), key).fetchone()
+                row = con.execute(_TABLE_ROW.format(p="?"), key).fetchone()
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 return None
@@ -459,7 +612,7 @@ def _lead_metadata_location(name: str, props: dict[str, str]) -> str | None:
         raise OSError(" ".join(str(exc).split())) from None
     try:
         with con.cursor() as cur:
-            cur.execute(_LEAD_ROW.format(p="%s"), key)
+            cur.execute(_TABLE_ROW.format(p="%s"), key)
             row = cur.fetchone()
     except psycopg2.errors.UndefinedTable:
         return None
@@ -476,20 +629,14 @@ def _read_metadata(where: str) -> str:
 
 
 def version_snapshots(version: str) -> dict[str, int]:
-    """Table -> the snapshot holding ``version`` (its audit branch's head, or a snapshot whose
-    summary names it); tables without one are left out."""
+    """Table -> the snapshot holding ``version`` (:func:`snapshot_of_version`); tables without
+    one are left out."""
     found = {}
     for table in t.TABLES:
-        tbl = load_table(table)
-        if tbl is None:
-            continue
-        ref = tbl.metadata.refs.get(audit_branch(version))
-        if ref is not None:
-            found[table] = ref.snapshot_id
-            continue
-        for snapshot in tbl.metadata.snapshots:
-            if _snapshot_version(snapshot) == version:
-                found[table] = snapshot.snapshot_id
+        metadata = table_metadata(table)
+        snapshot_id = None if metadata is None else snapshot_of_version(metadata, version)
+        if snapshot_id is not None:
+            found[table] = snapshot_id
     return found
 
 
@@ -499,30 +646,62 @@ FILES_KEY = "iceberg_files"
 """Manifest key: table -> the data files of that snapshot, as committed (a snapshot never
 changes), so that readers need not read the snapshot's manifests (nor import pyiceberg)."""
 _files_cache: dict[tuple, list[str]] = {}
+FILES_CACHE = ".snapshot-files"
+"""Under the warehouse folder: ``<table uuid>/<snapshot id>.json``, the data files of a snapshot
+read once (a snapshot never changes). This process's own: never pushed to an object store."""
 
 
-def snapshot_files(table: str, snapshot_id: int) -> list[str]:
-    """Local paths of the data files of one snapshot of one table (a snapshot never changes:
-    kept per process)."""
-    name, props, _ = catalog_properties()
-    key = (name, tuple(sorted(props.items())), table, snapshot_id)
+def snapshot_files(table: str, snapshot_id: int, metadata: dict | None = None) -> list[str]:
+    """The data files of one snapshot of one table, as the catalog names them (local paths for
+    ``file:`` locations). A snapshot never changes: kept per process and in :data:`FILES_CACHE`;
+    the first read reads the snapshot's manifest list and manifests."""
+    import json
+
+    metadata = metadata if metadata is not None else table_metadata(table)
+    if metadata is None:
+        raise CatalogError(f"table {NAMESPACE}.{table} does not exist in Iceberg catalog "
+                           f"{catalog_name()!r}")
+    key = (metadata.get("table-uuid"), snapshot_id)
     if key not in _files_cache:
-        _files_cache[key] = _read_snapshot_files(table, snapshot_id)
+        cached = _cache_path(*key)
+        try:
+            _files_cache[key] = json.loads(cached.read_text())
+        except (OSError, ValueError):
+            files = _read_snapshot_files(table, snapshot_id, metadata)
+            remember_files(key[0], snapshot_id, files)
     return list(_files_cache[key])
 
 
-def _read_snapshot_files(table: str, snapshot_id: int) -> list[str]:
-    tbl = load_table(table)
-    if tbl is None:
-        raise CatalogError(f"table {NAMESPACE}.{table} does not exist in Iceberg catalog "
-                           f"{catalog_name()!r}")
-    snapshot = tbl.metadata.snapshot_by_id(snapshot_id)
+def _cache_path(table_uuid: str | None, snapshot_id: int) -> Path:
+    return t.warehouse_dir() / FILES_CACHE / str(table_uuid) / f"{snapshot_id}.json"
+
+
+def remember_files(table_uuid: str | None, snapshot_id: int, files: list[str]) -> None:
+    """Record the data files of a snapshot (known to its writer, or read once)."""
+    import json
+
+    from topic_lineage.fsutil import write_durably
+
+    _files_cache[(table_uuid, snapshot_id)] = list(files)
+    with contextlib.suppress(OSError):  # a cache: a read-only home reads the manifests again
+        write_durably(_cache_path(table_uuid, snapshot_id), json.dumps(sorted(files)))
+
+
+def _read_snapshot_files(table: str, snapshot_id: int, metadata: dict) -> list[str]:
+    """Read a snapshot's manifest list and manifests (pyiceberg's Avro readers and file IO,
+    without loading the catalog)."""
+    snapshot = next((s for s in metadata.get("snapshots") or [] if s["snapshot-id"] == snapshot_id), None)
     if snapshot is None:
         raise CatalogError(f"table {NAMESPACE}.{table} has no snapshot {snapshot_id} (expired?)")
+    from pyiceberg.io import load_file_io
+    from pyiceberg.manifest import read_manifest_list
+
+    _, props, _ = catalog_properties()
     with _calling(f"reading snapshot {snapshot_id} of {NAMESPACE}.{table}"):
+        io = load_file_io({**props, **(metadata.get("properties") or {})}, metadata.get("location"))
         return sorted(_local(entry.data_file.file_path)
-                      for manifest in snapshot.manifests(tbl.io)
-                      for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True))
+                      for manifest in read_manifest_list(io.new_input(snapshot["manifest-list"]))
+                      for entry in manifest.fetch_manifest_entry(io, discard_deleted=True))
 
 
 def _local(uri: str) -> str:
@@ -546,43 +725,76 @@ def _multi_table_catalog(cat) -> bool:
             and Endpoint.from_string(TRANSACTIONS) in getattr(cat, "_supported_endpoints", ()))
 
 
-def publish_main(version: str, snapshots: dict[str, int]) -> list[str]:
+def publish_main(version: str, snapshots: dict[str, int], *, replace_foreign: bool = False) -> list[str]:
     """Move ``main`` of every table to the version's snapshot, each a compare-and-swap on
     ``main``: in one commit where the catalog offers multi-table commits (a REST catalog with
-    transactions), else table by table, ``topic_incarnations`` last. Returns the tables whose
+    transactions), else table by table, ``topic_incarnations`` last. Each commit also sets the
+    table's :data:`PUBLISHED_PROPERTY`. A ``main`` at a foreign commit that changes rows is
+    refused (:class:`ForeignCommitError`) unless ``replace_foreign``. Returns the tables whose
     ``main`` moved."""
     cat = catalog()
     if _multi_table_catalog(cat):
-        return _publish_in_one_commit(cat, version, snapshots)
-    moved = []
-    for table in publish_order():
-        tbl = load_table(table)
+        return _publish_in_one_commit(cat, version, snapshots, replace_foreign)
+    moved, loaded = [], {}
+    for table in publish_order():  # every table checked before any moves
+        tbl = loaded[table] = load_table(table)
         if tbl is None or table not in snapshots:
             raise CatalogError(f"version {version} has no snapshot of {NAMESPACE}.{table}; "
                                "build it again")
-        target = snapshots[table]
+        head = tbl.metadata.snapshot_by_name(MAIN)
+        if head is None or head.snapshot_id != snapshots[table]:
+            _check_main(table, tbl, replace_foreign)
+    for table in publish_order():
+        tbl, target = loaded[table], snapshots[table]
         head = tbl.metadata.snapshot_by_name(MAIN)
         if head is not None and head.snapshot_id == target:
             continue
-        if head is not None and _snapshot_version(head) is None and _holds_data(head):
-            log.warning("%s.%s: main was at snapshot %s, which no topic-lineage build wrote; it "
-                        "stays in the table's history", NAMESPACE, table, head.snapshot_id)
         if table == LEAD_TABLE:
             # fault suite: every other table moved, the one that names the published version not
             # yet (topic_lineage/faults.py)
             fault_point("publish")
         with _calling(f"publishing version {version} to {NAMESPACE}.{table}"):
-            tbl.manage_snapshots().set_current_snapshot(snapshot_id=target).commit()
+            from pyiceberg.table.update.snapshot import ManageSnapshots
+
+            with tbl.transaction() as txn:  # one commit: main moves, and the table says to what
+                ManageSnapshots(txn).set_current_snapshot(snapshot_id=target)
+                txn.set_properties({PUBLISHED_PROPERTY: _published_record(tbl, version, target)})
         moved.append(table)
     return moved
 
 
-def _publish_in_one_commit(cat, version: str, snapshots: dict[str, int]) -> list[str]:
+def _check_main(table: str, tbl, replace_foreign: bool) -> None:
+    """Refuse to move ``main`` off a foreign commit that changes rows (:func:`main_holds`) unless
+    ``replace_foreign`` (a user's ``publish --force``); a compaction of ours is superseded."""
+    import json
+
+    try:
+        main_holds(table, json.loads(tbl.metadata.model_dump_json()))
+    except ForeignCommitError as exc:
+        if not replace_foreign:
+            raise
+        log.warning("%s; replaced as asked (--force): it stays in the table's history", exc)
+
+
+def _published_record(tbl, version: str, snapshot_id: int) -> str:
+    import json
+
+    snapshot = tbl.metadata.snapshot_by_id(snapshot_id)
+    records = snapshot.summary.additional_properties.get("total-records") if snapshot and snapshot.summary else None
+    return json.dumps({"version": version, "snapshot-id": snapshot_id, "records": records},
+                      sort_keys=True)
+
+
+def _publish_in_one_commit(cat, version: str, snapshots: dict[str, int], replace_foreign: bool) -> list[str]:
     """All five tables' ``main`` in one REST transaction: the catalog applies every move or none
     (each asserts ``main`` is where we read it)."""
     from pyiceberg.table import CommitTableRequest, TableIdentifier
     from pyiceberg.table.refs import SnapshotRefType
-    from pyiceberg.table.update import AssertRefSnapshotId, SetSnapshotRefUpdate
+    from pyiceberg.table.update import (
+        AssertRefSnapshotId,
+        SetPropertiesUpdate,
+        SetSnapshotRefUpdate,
+    )
 
     changes, moved = [], []
     for table in publish_order():
@@ -593,11 +805,14 @@ def _publish_in_one_commit(cat, version: str, snapshots: dict[str, int]) -> list
         head = tbl.metadata.snapshot_by_name(MAIN)
         if head is not None and head.snapshot_id == snapshots[table]:
             continue
+        _check_main(table, tbl, replace_foreign)
+        record = _published_record(tbl, version, snapshots[table])
         changes.append(CommitTableRequest(
             identifier=TableIdentifier(namespace=(NAMESPACE,), name=table),
             requirements=(AssertRefSnapshotId(ref=MAIN, snapshot_id=head and head.snapshot_id),),
             updates=(SetSnapshotRefUpdate(ref_name=MAIN, type=SnapshotRefType.BRANCH,
-                                          snapshot_id=snapshots[table]),)))
+                                          snapshot_id=snapshots[table]),
+                     SetPropertiesUpdate(updates={PUBLISHED_PROPERTY: record}))))
         moved.append(table)
     if not changes:
         return moved
@@ -632,6 +847,16 @@ def drop_version(version: str) -> None:
                 leftovers = _metadata_files(tbl, mine)
                 tbl.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in mine]).commit()
                 _remove_files(tbl, leftovers)
+        _prune_files_cache(tbl)
+
+
+def _prune_files_cache(tbl) -> None:
+    """Forget the files of snapshots the table no longer has (expired by us or another engine)."""
+    folder = _cache_path(str(tbl.metadata.table_uuid), 0).parent
+    kept = {f"{s.snapshot_id}.json" for s in tbl.metadata.snapshots}
+    for path in folder.glob("*.json") if folder.is_dir() else []:
+        if path.name not in kept:
+            path.unlink(missing_ok=True)
 
 
 def _metadata_files(tbl, snapshots: Iterable) -> list[str]:

@@ -208,7 +208,7 @@ def adopt_legacy() -> str | None:
     ``CURRENT`` file names becomes ``main`` of the Iceberg tables (its files added as they are,
     nothing rewritten or removed), and ``CURRENT`` goes. Called by every build and publish;
     returns the version moved over (None: nothing to do)."""
-    if iceberg.published_version() is not None or v.legacy_version() is None:
+    if v.legacy_version() is None or iceberg.published_version() is not None:
         return None
     with publish_lock():
         legacy = v.legacy_version()
@@ -248,7 +248,9 @@ def publish(
       outcome then says so and nothing changes.
 
     Then ``main`` of every table moves to the version's staged snapshot (a compare-and-swap
-    each, ``topic_incarnations`` last: :func:`topic_lineage.warehouse.iceberg.publish_main`),
+    each, ``topic_incarnations`` last: :func:`topic_lineage.warehouse.iceberg.publish_main`;
+    a ``main`` at another engine's commit that changes rows is refused naming it, unless
+    ``force_reason``),
     ``init.sql`` is rewritten, and retention applied
     (``keep``, default ``$TOPIC_LINEAGE_KEEP_VERSIONS`` or 5; never the current version, a
     running build's, or one a reader has pinned).
@@ -271,7 +273,13 @@ def publish(
         refusal = _refusal(version, manifest)
         if refusal is not None and force_reason is None:
             raise PublishRefused(refusal)
-        previous = v.current_version()
+        replaced = None
+        try:
+            previous = v.current_version()
+        except iceberg.ForeignCommitError as exc:  # rows someone else changed: only a user's --force replaces them
+            if force_reason is None:
+                raise
+            previous, replaced = exc.version, {"table": exc.table, "snapshot": exc.snapshot_id}
         reason = "passed the quality gate"
         if automatic:
             decision = decide_publish(
@@ -286,13 +294,18 @@ def publish(
                 return PublishOutcome(version, False, previous, decision.reason)
             reason = decision.reason
         forced = None
-        if refusal is not None:
+        if refusal is not None or replaced is not None:
             forced = {"reason": force_reason.strip(), "by": forced_by or _user(),
                       "at": v.now_text(), "status_before": status, "gate": manifest.get("gate")}
+            if replaced is not None:  # another engine's commit that changed rows, replaced on purpose
+                forced["replaced_foreign_commit"] = replaced
             reason = f"FORCED past the quality gate: {force_reason.strip()}"
-            log.warning("publishing %s past the quality gate (%s): %s", version, refusal, force_reason)
+            if refusal is None:
+                reason = f"FORCED over snapshot {replaced['snapshot']} of {replaced['table']}: {force_reason.strip()}"
+            log.warning("publishing %s by force (%s): %s", version, refusal or reason, force_reason)
         began = time.monotonic()
-        iceberg.publish_main(version, staged_snapshots(version, manifest))
+        iceberg.publish_main(version, staged_snapshots(version, manifest),
+                             replace_foreign=force_reason is not None)
         cost = {"iceberg_publish_seconds": round(time.monotonic() - began, 3)}
         if forced is not None:
             v.set_status(version, v.PUBLISHED, forced=[*manifest.get("forced", []), forced], **cost)
@@ -301,7 +314,17 @@ def publish(
         write_init_sql(version)
         apply_retention(keep)
     log.info("published version %s (previous: %s): %s", version, previous, reason)
-    return PublishOutcome(version, True, previous, reason, forced=forced is not None)
+    return PublishOutcome(version, True, previous, reason, forced=refusal is not None)
+
+
+def refresh_init_sql() -> None:
+    """Rewrite ``init.sql`` when the files the catalog names for the published version are no
+    longer those it names (another engine compacted ``main``); nothing when they are."""
+    with publish_lock():
+        current = v.current_version()
+        if current is None:
+            return
+        write_init_sql(current, only_if_changed=True)
 
 
 def _adopt_fingerprint(published: str, candidate_manifest: dict) -> None:

@@ -12,7 +12,6 @@ from topic_lineage.warehouse.versions import (
     current_version,
     init_sql_path,
     version_dir,
-    version_path,
 )
 
 
@@ -83,19 +82,22 @@ def _check_read_only_words(sql: str) -> None:
 
 
 def _view_select(version: str, table: str) -> str:
-    """``SELECT`` of one table's contract columns straight from the version's Parquet files."""
+    """``SELECT`` of one table's contract columns straight from the Parquet files the catalog
+    names for the version (:func:`topic_lineage.warehouse.reads.version_files`)."""
+    from topic_lineage.warehouse import reads
+
     columns = []
     for part in t.TABLE_DDL[table].split(","):
         name, kind = part.split()[:2]
         columns.append(f"CAST(`{name}` AS {kind}) AS `{name}`")
-    path = version_path(version, table)
-    if not path.is_dir():
+    files = reads.version_files(version, table)
+    if not files:
         # a version built before the table existed (the consumer-lineage tables): no rows
         empty = [f"CAST(NULL AS {part.split()[1]}) AS `{part.split()[0]}`"
                  for part in t.TABLE_DDL[table].split(",")]
         return f"SELECT {', '.join(empty)} WHERE false"
-    location = str(path).replace("`", "``")
-    return f"SELECT {', '.join(columns)} FROM parquet.`{location}`"
+    return " UNION ALL ".join(f"SELECT {', '.join(columns)} FROM parquet.`{str(f).replace('`', '``')}`"
+                              for f in files)
 
 
 def _table_statements(version: str) -> list[str]:
@@ -120,16 +122,15 @@ def register_tables(spark, version: str | None = None) -> str:
     if version is None:
         raise WarehouseError("nothing is published yet; run 'topic-lineage build' first")
     version_dir(version)  # validates the name
-    if not version_path(version, t.TOPIC_INCARNATIONS).is_dir():
-        raise WarehouseError(f"version {version!r} has no tables under {version_dir(version)}")
     for statement in _table_statements(version):
         spark.sql(statement)
     return version
 
 
-def write_init_sql(version: str) -> Path:
+def write_init_sql(version: str, *, only_if_changed: bool = False) -> Path:
     """``warehouse/init.sql``: the statements for ``spark-sql -i`` over ``version`` (read-only
-    views over the version's files)."""
+    views over the files the catalog names for it); with ``only_if_changed``, written only when
+    it would say something else."""
     path = init_sql_path()
     body = (
         f"-- topic-lineage: published version {version}. Generated at publish; run with\n"
@@ -140,5 +141,7 @@ def write_init_sql(version: str) -> Path:
         "-- may remove this version's files; re-run this file after a publish.\n"
         + "".join(statement + ";\n" for statement in _table_statements(version))
     )
+    if only_if_changed and path.is_file() and path.read_text() == body:
+        return path
     storage.home().write_bytes(path, body)
     return path
