@@ -138,8 +138,9 @@ def test_refused_credentials_are_one_line_and_change_nothing(shared, s3_bucket, 
 
 def test_a_live_capture_and_the_lineage_export_on_workers_of_their_own(shared, broker, s3_bucket, tmp_path):
     """A capture from a real broker, a delete and re-create, a second capture, a build, then
-    the OpenLineage export on one worker and again on another: the second sends nothing (what
-    was sent is recorded on the object store, not on the first worker's disk)."""
+    the OpenLineage export on one worker and again on another: the datasets are named by the
+    bootstrap server the capture used, and the second sends nothing (what was sent is recorded
+    on the object store, not on the first worker's disk)."""
     from tests.lineage_receiver import Receiver, by_kind
 
     bootstrap = broker.bootstrap_servers
@@ -158,6 +159,10 @@ def test_a_live_capture_and_the_lineage_export_on_workers_of_their_own(shared, b
         first.run("lineage", "emit")
         sent = len(receiver.events)
         assert ("DROP", "orders") in {(kind, name) for kind, name, _ in by_kind(receiver.events)}
+        # the datasets are named by the bootstrap server the capture used (recorded on the
+        # store by the capture's worker), not by the cluster's alias
+        named = {d["namespace"] for e in receiver.events for d in e.get("outputs", []) + e.get("inputs", [])}
+        assert named == {f"kafka://{bootstrap.split(',')[0]}"}, named
         again = Worker({**shared, "OPENLINEAGE_URL": receiver.url}, tmp_path / "lineage-2")
         again.run("lineage", "emit")
         assert len(receiver.events) == sent > 0
