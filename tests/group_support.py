@@ -120,3 +120,19 @@ EXAMPLES = {
     "two_partitions": two_partitions,
     "id_less_then_assigned": id_less_then_assigned,
 }
+
+
+def interchange_snapshot(cluster_id: str, alias: str, day: int, topics: dict[str, str],
+                         offsets: dict[str, tuple[int, int]]) -> dict:
+    """One interchange-format snapshot at 2026-11-``day``: ``topics`` name -> ID, 2 partitions
+    each; group ``billing`` at ``offsets`` name -> (committed offset, log end offset)."""
+    return {
+        "cluster_id": cluster_id, "cluster_alias": alias, "captured_at": f"2026-11-{day:02d}T00:00:00Z",
+        "complete": True,
+        "topics": [{"name": n, "topic_id": i, "partition_count": 2, "replication_factor": 1,
+                    "is_internal": False, "error": None} for n, i in sorted(topics.items())],
+        "groups_complete": True,
+        "groups": [{"group_id": "billing", "state": "Stable", "error": None, "offsets": [
+            {"topic": n, "partition": 0, "committed_offset": o, "log_end_offset": end}
+            for n, (o, end) in sorted(offsets.items())]}],
+    }

@@ -19,6 +19,7 @@ import iceberg_peers as peers
 import pytest
 from scd_support import tid
 
+from tests.group_support import interchange_snapshot
 from topic_lineage import tables as t
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -33,18 +34,7 @@ def side_venv():
 
 
 def snapshot(day: int, topics: dict[str, str], offsets: dict[str, tuple[int, int]]) -> dict:
-    """One snapshot: ``topics`` name -> ID; group ``billing`` at ``offsets`` name -> (committed
-    offset, log end offset)."""
-    return {
-        "cluster_id": CLUSTER, "cluster_alias": "peers", "captured_at": f"2026-11-{day:02d}T00:00:00Z",
-        "complete": True,
-        "topics": [{"name": n, "topic_id": i, "partition_count": 2, "replication_factor": 1,
-                    "is_internal": False, "error": None} for n, i in sorted(topics.items())],
-        "groups_complete": True,
-        "groups": [{"group_id": "billing", "state": "Stable", "error": None, "offsets": [
-            {"topic": n, "partition": 0, "committed_offset": o, "log_end_offset": end}
-            for n, (o, end) in sorted(offsets.items())]}],
-    }
+    return interchange_snapshot(CLUSTER, "peers", day, topics, offsets)
 
 
 def cli(home: Path, *args: str, env: dict | None = None) -> str:

@@ -33,7 +33,14 @@ import urllib.request
 from pathlib import Path
 from typing import Self
 
-from tests.servers.emulator_process import HOST, EmulatorError, EmulatorProcess, base_dir, pinned
+from tests.servers.emulator_process import (
+    HOST,
+    EmulatorError,
+    EmulatorProcess,
+    base_dir,
+    pinned,
+    serve,
+)
 from topic_lineage.local.broker import free_port
 
 VERSION_NAME = "AZURITE_VERSION"
@@ -131,18 +138,9 @@ class Azurite:
 
 
 def main() -> int:
-    import time
-
-    with Azurite() as azurite:
-        for name, value in azurite.env().items():
-            print(f"export {name}='{value}'")
-        print(f"# container {azurite.container}; blob endpoint {azurite.blob_endpoint}")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-    return 0
+    azurite = Azurite()
+    return serve(azurite, [*(f"export {name}='{value}'" for name, value in azurite.env().items()),
+                           f"# container {azurite.container}; blob endpoint {azurite.blob_endpoint}"])
 
 
 if __name__ == "__main__":

@@ -101,3 +101,19 @@ class EmulatorProcess:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return "(no log)"
+
+
+def serve(server, lines: list[str]) -> int:
+    """``python -m tests.servers.<emulator>``: print ``lines`` (the variables to export), then
+    keep ``server`` (started) running until Ctrl-C."""
+    import time
+
+    with server:
+        for line in lines:
+            print(line)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0

@@ -28,7 +28,14 @@ import urllib.request
 from pathlib import Path
 from typing import Self
 
-from tests.servers.emulator_process import HOST, EmulatorError, EmulatorProcess, base_dir, pinned
+from tests.servers.emulator_process import (
+    HOST,
+    EmulatorError,
+    EmulatorProcess,
+    base_dir,
+    pinned,
+    serve,
+)
 from topic_lineage.local.broker import free_port
 
 VERSION_NAME = "FAKE_GCS_VERSION"
@@ -117,18 +124,9 @@ class GcsEmulator:
 
 
 def main() -> int:
-    import time
-
-    with GcsEmulator() as gcs:
-        for name, value in gcs.env().items():
-            print(f"export {name}={value}")
-        print(f"# bucket {gcs.bucket}; pyarrow.fs.GcsFileSystem(**{gcs.pyarrow_options()!r})")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-    return 0
+    gcs = GcsEmulator()
+    return serve(gcs, [*(f"export {name}={value}" for name, value in gcs.env().items()),
+                       f"# bucket {gcs.bucket}; pyarrow.fs.GcsFileSystem(**{gcs.pyarrow_options()!r})"])
 
 
 if __name__ == "__main__":
