@@ -27,7 +27,6 @@ pyarrow 26's Azure SDK asks for 2026-10-06: so ``--skipApiVersionCheck``.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -35,13 +34,12 @@ from typing import Self
 
 from tests.servers.emulator_process import (
     HOST,
+    Emulator,
     EmulatorError,
-    EmulatorProcess,
     base_dir,
     pinned,
     serve,
 )
-from topic_lineage.local.broker import free_port
 
 VERSION_NAME = "AZURITE_VERSION"
 ACCOUNT = "devstoreaccount1"
@@ -67,19 +65,18 @@ def installed() -> bool:
     return blob_main().is_file() and shutil.which("node") is not None
 
 
-class Azurite:
+class Azurite(Emulator):
     """Azurite's blob service on ``127.0.0.1``; :attr:`blob_endpoint` is
     ``http://127.0.0.1:<port>/devstoreaccount1``, :attr:`container` exists once it has started.
     A context manager."""
 
+    prefix = "azurite-"
+
     def __init__(self, *, container: str = DEFAULT_CONTAINER, data_dir: Path | None = None):
+        super().__init__(data_dir)
         self.container = container
-        self.port = free_port()
         self.authority = f"{HOST}:{self.port}"
         self.blob_endpoint = f"http://{self.authority}/{ACCOUNT}"
-        self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="azurite-"))
-        self._process: EmulatorProcess | None = None
 
     def start(self) -> Self:
         if not installed():
@@ -89,9 +86,7 @@ class Azurite:
                 "--blobHost", HOST, "--blobPort", str(self.port),
                 "--location", str(self.data_dir / "data"),
                 "--disableTelemetry", "--skipApiVersionCheck", "--silent"]
-        self._process = EmulatorProcess("Azurite", argv, self.data_dir / "server.log",
-                                        cwd=self.data_dir)
-        self._process.start(self._ready)
+        self._run("Azurite", argv, self._ready)
         self.filesystem().create_dir(self.container)
         return self
 
@@ -102,19 +97,6 @@ class Azurite:
                 return True
         except urllib.error.HTTPError:
             return True
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
-            self._process = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def pyarrow_options(self) -> dict:
         """Keyword arguments of ``pyarrow.fs.AzureFileSystem`` for this server."""

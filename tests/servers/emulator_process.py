@@ -13,14 +13,16 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from topic_lineage.local.broker import _die_with_parent_preexec
+from topic_lineage.local.broker import _die_with_parent_preexec, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = ROOT / "scripts" / "install_emulators.sh"
@@ -101,6 +103,36 @@ class EmulatorProcess:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return "(no log)"
+
+
+class Emulator:
+    """What both emulators share: a free loopback port, a data directory (a new temporary one,
+    removed at the end, unless given), the running process, and the context manager."""
+
+    prefix = "emulator-"
+
+    def __init__(self, data_dir: Path | None = None):
+        self.port = free_port()
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix=self.prefix))
+        self._process: EmulatorProcess | None = None
+
+    def _run(self, name: str, argv: list[str], ready: Callable[[], bool]) -> None:
+        self._process = EmulatorProcess(name, argv, self.data_dir / "server.log", cwd=self.data_dir)
+        self._process.start(ready)
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+            self._process = None
+
+    def __enter__(self):
+        return self.start()  # each emulator's own: its program, then its bucket or container
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def serve(server, lines: list[str]) -> int:

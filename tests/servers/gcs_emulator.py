@@ -22,21 +22,18 @@ client libraries read ``STORAGE_EMULATOR_HOST`` instead (:meth:`GcsEmulator.env`
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Self
 
 from tests.servers.emulator_process import (
     HOST,
+    Emulator,
     EmulatorError,
-    EmulatorProcess,
     base_dir,
     pinned,
     serve,
 )
-from topic_lineage.local.broker import free_port
 
 VERSION_NAME = "FAKE_GCS_VERSION"
 DEFAULT_BUCKET = "topic-lineage"
@@ -55,17 +52,16 @@ def installed() -> bool:
     return binary().is_file()
 
 
-class GcsEmulator:
+class GcsEmulator(Emulator):
     """fake-gcs-server on ``127.0.0.1``; :attr:`endpoint` is ``http://127.0.0.1:<port>``,
     :attr:`bucket` exists once it has started. A context manager."""
 
+    prefix = "fake-gcs-"
+
     def __init__(self, *, bucket: str = DEFAULT_BUCKET, data_dir: Path | None = None):
+        super().__init__(data_dir)
         self.bucket = bucket
-        self.port = free_port()
         self.endpoint = f"http://{HOST}:{self.port}"
-        self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="fake-gcs-"))
-        self._process: EmulatorProcess | None = None
 
     def start(self) -> Self:
         if not installed():
@@ -75,9 +71,7 @@ class GcsEmulator:
                 "-backend", "filesystem", "-filesystem-root", str(self.data_dir / "storage"),
                 "-external-url", self.endpoint, "-public-host", f"{HOST}:{self.port}",
                 "-log-level", "warn"]
-        self._process = EmulatorProcess("fake-gcs-server", argv, self.data_dir / "server.log",
-                                        cwd=self.data_dir)
-        self._process.start(self._ready)
+        self._run("fake-gcs-server", argv, self._ready)
         self._create_bucket()
         return self
 
@@ -94,19 +88,6 @@ class GcsEmulator:
             if answer.status != 200:
                 raise EmulatorError(f"fake-gcs-server did not create bucket {self.bucket!r}: "
                                     f"HTTP {answer.status}")
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
-            self._process = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def pyarrow_options(self) -> dict:
         """Keyword arguments of ``pyarrow.fs.GcsFileSystem`` for this server."""
