@@ -184,6 +184,18 @@ def answers(home: Path) -> dict:
     return found
 
 
+def build_newer_in_both(reference: Path, maintained: Path, tmp: Path) -> dict:
+    """The ``newer`` snapshots stored and built in both homes; the maintained home's answers,
+    asserted equal to the reference's."""
+    for home in (reference, maintained):
+        ingest(home, tmp, "newer")
+        cli(home, "build")
+    want, got = answers(reference), answers(maintained)
+    for key in want:
+        assert got[key] == want[key], key
+    return got
+
+
 def _without_times(event):
     if isinstance(event, dict):
         return {k: _without_times(v) for k, v in event.items() if k not in ("eventTime", "runId", "producer", "tableVersion")}
@@ -256,12 +268,7 @@ def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_pu
     read = re.findall(r"FROM parquet\.`([^`]*)`", (maintained / "warehouse" / "init.sql").read_text())
     assert read and all(Path(p).is_file() for p in read) and all("/compacted-" in p for p in read), read
 
-    for home in (reference, maintained):
-        ingest(home, tmp, "newer")
-        cli(home, "build")
-    want, got = answers(reference), answers(maintained)
-    for key in want:
-        assert got[key] == want[key], key
+    got = build_newer_in_both(reference, maintained, tmp)
     assert {r["topic_name"] for r in got[t.TOPIC_INCARNATIONS]} >= {"refunds"}
 
 
@@ -318,11 +325,6 @@ def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_bu
         assert got[key] == want[key], key
     assert "nothing new to build" in cli(maintained, "build")
 
-    for home in (reference, maintained):
-        ingest(home, tmp_path, "newer")
-        cli(home, "build")
-    want, got = answers(reference), answers(maintained)
-    for key in want:
-        assert got[key] == want[key], key
+    build_newer_in_both(reference, maintained, tmp_path)
     built = json.loads(cli(maintained, "versions", "--format", "json"))[-1]
     assert built["current"] and built["mode"] != "incremental", built
