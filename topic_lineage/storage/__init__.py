@@ -21,7 +21,8 @@ The operations, each promised by both implementations (``tests/test_storage_cont
   all), :meth:`~Home.create` (only if absent: of two writers of one name exactly one wins),
   :meth:`~Home.exists`, :meth:`~Home.listing`, :meth:`~Home.remove`, :meth:`~Home.remove_tree`;
 - files of :attr:`~Home.root`: :meth:`~Home.fetch` (the file, from the store when it is not
-  here yet), :meth:`~Home.push` (what was written here, to the home), :meth:`~Home.pull_tree` /
+  here yet), :meth:`~Home.push` and :meth:`~Home.push_dir` (what was written here, to the home),
+  :meth:`~Home.pull_tree` /
   :meth:`~Home.push_tree` (a directory whose files are rewritten, kept in step);
 - :meth:`~Home.changed` / :meth:`~Home.change_token`: what tells a reader, cheaply, that
   something under a prefix changed (the no-op build's question);

@@ -151,6 +151,12 @@ class Home(ABC):
             self.push(name)
 
     @abstractmethod
+    def push_dir(self, directory: Name, *, skip: Collection[str] = (), last: str | None = None) -> None:
+        """Make every file written under :attr:`root`'s ``directory`` the home's, but those the
+        home has there already, those named in ``skip`` and hidden ones; ``last`` (a name under
+        it) after all the others, as the sign that the rest is there."""
+
+    @abstractmethod
     def pull_tree(self, directory: Name) -> None:
         """Bring :attr:`root`'s ``directory`` in step with the home (files new or changed there
         fetched, files removed there removed here; what was written here and not pushed stays)."""

@@ -127,6 +127,9 @@ class LocalHome(Home):
         if source is not None and Path(source) != self.path(name):
             write_durably(self.path(name), Path(source).read_bytes())
 
+    def push_dir(self, directory: Name, *, skip: Collection[str] = (), last: str | None = None) -> None:
+        return None  # written in place
+
     def pull_tree(self, directory: Name) -> None:
         return None  # the directory is the home's
 

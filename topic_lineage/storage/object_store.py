@@ -300,6 +300,16 @@ class ObjectStoreHome(Home):
             with ThreadPoolExecutor(min(TRANSFER_THREADS, len(relatives))) as pool:
                 list(pool.map(self.push, relatives))
 
+    def push_dir(self, directory: Name, *, skip: Collection[str] = (), last: str | None = None) -> None:
+        """One listing (what is there already: a walk task's files), then the rest in threads."""
+        folder = self.path(directory)
+        there = {*self.listing(directory), *skip}
+        self.push_all(p for p in folder.rglob("*") if p.is_file()
+                      and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+                      and p.relative_to(folder).as_posix() not in there | {last})
+        if last is not None:
+            self.push(folder / last)
+
     def pull_tree(self, directory: Name) -> None:
         """One request when nothing changed."""
         relative_dir = self.relative(directory)

@@ -151,13 +151,9 @@ def tables_of(version: str, references: dict[str, str]) -> set[str]:
 def push_version(version: str) -> None:
     """Upload every file of a version written in the working copy (its manifest last, as the
     sign that the rest is there)."""
-    home, folder = storage.home(), version_dir(version)
-    there = set(home.listing(folder))  # written there already (by walk tasks)
-    there |= set(json.loads((folder / MANIFEST).read_text()).get(REFERENCES) or {})  # kept, stored elsewhere
-    home.push_all(p for p in folder.rglob("*") if p.is_file()
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-                  and p.name != MANIFEST and p.relative_to(folder).as_posix() not in there)
-    home.push(folder / MANIFEST)
+    folder = version_dir(version)
+    kept = json.loads((folder / MANIFEST).read_text()).get(REFERENCES) or {}  # stored elsewhere
+    storage.home().push_dir(folder, skip=kept, last=MANIFEST)
 
 
 def set_status(version: str, status: str, **extra: Any) -> dict:
