@@ -166,6 +166,61 @@ def test_a_walk_saved_and_continued_equals_one_walk(ingested, order):
         reference_tables(ingested, POLICY)
 
 
+def split_walked(snapshots, size: int, choose, policy=POLICY):
+    """The rows of a split walk (topic_lineage.scd.walk_job's two passes, in process): each
+    cluster's snapshots in ranges of ``size``, each range diffed by a Differ given the snapshot
+    before it, its steps through the task's file format (``encode_steps``) walked in order. With
+    ``choose``, a range may instead be walked whole (``snapshot``, the one-task path), and the
+    walk saved and loaded between two ranges (an incremental build of either kind)."""
+    from topic_lineage.scd import walk_job
+
+    by_cluster = {}
+    for head, topics in walk.snapshots_of(store_rows(snapshots)):
+        by_cluster.setdefault(head[t.CLUSTER_ID], []).append((head, topics))
+    walks = []
+    for cluster_id, steps in by_cluster.items():
+        state = walk.ClusterWalk(cluster_id, policy)
+        for start in range(0, len(steps), size):
+            if choose.random() < 0.3:
+                state = walk.ClusterWalk.loads(state.dumps(), cluster_id, policy)
+            part = steps[start:start + size]
+            if choose.random() < 0.25:
+                for head, topics in part:
+                    state.snapshot(head, topics)
+                continue
+            differ = walk.Differ(steps[start - 1][1] if start else None)
+            data = walk_job.encode_steps([differ.step(head, topics) for head, topics in part])
+            for step in walk_job.decode_steps(data):
+                state.step(step)
+        walks.append(state)
+    runs, incarnations = walk.concat(walks)
+    return run_rows(runs.to_pylist()), incarnation_groups(incarnations.to_pylist())
+
+
+@_SETTINGS
+@given(histories(), st.integers(1, 3), st.randoms(use_true_random=False))
+def test_a_split_walk_equals_the_reference(ingested, size, choose):
+    """Issue #53: a cluster split into ranges of one to three snapshots, each diffed apart and
+    walked in a second pass (some ranges walked whole, the walk saved between ranges), gives the
+    reference's rows: every example crosses range boundaries."""
+    assert split_walked(ingested, size, choose) == reference_tables(ingested, POLICY)
+
+
+@_SETTINGS
+@given(st.lists(cluster_history("Q2x1c3RlcjAwAAAAAAAAAA"), min_size=1, max_size=4),
+       st.integers(1, 6), st.sampled_from([0.0, 0.3, 0.5, 0.8]), st.integers(1, 3),
+       st.randoms(use_true_random=False))
+def test_a_split_walk_equals_the_reference_on_long_histories(parts, min_count, ratio, size, choose):
+    """The same on long histories of one cluster with other R3 thresholds."""
+    snapshots = []
+    for number, part in enumerate(parts):
+        for s in part:
+            snapshots.append(snap(number * 10 + (s.captured_at.hour), *s.topics, complete=s.complete,
+                                  cluster=s.cluster_id, alias=s.cluster_alias))
+    policy = HoldPolicy(ratio=ratio, min_count=min_count)
+    assert split_walked(snapshots, size, choose, policy) == reference_tables(snapshots, policy)
+
+
 def test_a_saved_walk_is_only_loaded_for_its_cluster_and_hold_policy():
     """A state of another cluster or other hold thresholds, or a damaged one, is no state: the
     build walks that cluster's history again."""

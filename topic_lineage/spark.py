@@ -219,11 +219,57 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     settings = merged_conf({**STATUS_RETENTION, **CALL_SITE_CONF, **object_store}, conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
+    _quiet_gateway(builder)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if object_store:
         _check_s3a_loadable(spark)
     return spark
+
+
+SPARK_LOGS_ENV = "TOPIC_LINEAGE_SPARK_LOGS"
+"""``1``: leave the driver JVM's standard error as Spark writes it (its start-up lines too)."""
+
+START_UP_CHATTER = (
+    "WARNING: Using incubator modules:",  # the JDK: Spark's launcher adds jdk.incubator.vector
+    "Using Spark's default log4j profile:",
+    'Setting default log level to "WARN".',
+    "To adjust logging level use sc.setLogLevel(newLevel).",
+    "WARN NativeCodeLoader: Unable to load native-hadoop library",
+)
+"""The lines every driver JVM writes as it starts, before :func:`get_spark` can set the log level:
+the user of ``topic-lineage build`` sees what topic-lineage says, not these (issue #53)."""
+
+
+def _quiet_gateway(builder) -> None:
+    """Start this process's Spark JVM (when none runs yet, and not under ``spark-submit``, whose
+    JVM already runs) with its standard error read by a thread that drops
+    :data:`START_UP_CHATTER` and passes every other line on to ours: a JVM's real error still
+    reaches the user. ``$TOPIC_LINEAGE_SPARK_LOGS=1`` leaves it alone."""
+    import subprocess
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT") \
+            or os.environ.get(SPARK_LOGS_ENV) == "1":
+        return
+    conf = SparkConf()
+    for key, value in builder._options.items():  # what getOrCreate would give spark-submit
+        conf.set(key, value)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    errors = gateway.proc.stderr
+
+    def relay() -> None:
+        for line in iter(errors.readline, b""):
+            text = line.decode(errors="replace")
+            if not any(chatter in text for chatter in START_UP_CHATTER):
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
+    threading.Thread(target=relay, name="spark-driver-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 class ObjectStoreSessionError(TopicLineageError, RuntimeError):

@@ -55,25 +55,32 @@ def build(home: Path, version: str, master: str, conf: dict | None = None,
     samplers = {name: PeakRss(pid) for name, pid in (also_sample or {}).items()}
     cmd = [PY, str(ROOT / "spark_jobs" / "build.py"), "--version-id", version, "--full-refresh"]
     try:
-        proc, wall, peak, at_peak = run_measured(cmd, env=env, merge_stderr=True)
+        details: dict = {}
+        proc, wall, peak, at_peak = run_measured(cmd, env=env, merge_stderr=True, details=details)
     finally:
-        others = {name: {"peak_rss_mib": sampler.stop(), "at_peak": sampler.at_peak}
+        others = {name: {"peak_rss_mib": sampler.stop(), "at_peak": sampler.at_peak, "largest_process": sampler.largest}
                   for name, sampler in samplers.items()}
     if proc.returncode:
         last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
         raise StepFailed(f"build {version} on {master} failed after {wall:.1f} s (exit {proc.returncode}): {last}")
     manifest = json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
     tasks = manifest.get("walk_tasks", {})
+    fields = ("executor", "seconds", "walked", "peak_rss_mib")
     result = {"master": master, "build_s": manifest["seconds"], "process_wall_s": round(wall, 2),
               "driver_peak_rss_mib": peak, "driver_at_peak": at_peak, "row_counts": manifest["row_counts"],
-              # each Kafka cluster's walk: the task's executor, time, observations, worker memory
-              "walk_tasks": {cluster: {k: task[k] for k in ("executor", "seconds", "walked", "peak_rss_mib")}
+              "largest_process": details.get("largest_process"),
+              # each Kafka cluster's walk: the task's executor, time, observations, worker memory;
+              # a split cluster's ranges too (issue #53)
+              "walk_tasks": {cluster: {**{k: task[k] for k in fields},
+                                       **({"ranges": [{k: r[k] for k in fields} for r in task["ranges"]]}
+                                          if task.get("ranges") else {})}
                              for cluster, task in tasks.items()}}
-    if tasks:
+    every = [part for task in tasks.values() for part in (task, *task.get("ranges", []))]
+    if every:
         rates = [task["walked"] / task["seconds"] for task in tasks.values() if task["seconds"]]
         result["task_observations_per_s"] = {"min": round(min(rates)), "max": round(max(rates))}
-        result["task_peak_rss_mib_max"] = max(task["peak_rss_mib"] for task in tasks.values())
-        result["executors_used"] = sorted({str(task["executor"]) for task in tasks.values()})
+        result["task_peak_rss_mib_max"] = max(task["peak_rss_mib"] for task in every)
+        result["executors_used"] = sorted({str(task["executor"]) for task in every})
     if others:
         result["outside_driver"] = others
     return result

@@ -80,6 +80,7 @@ class PeakRss:
 
         self.proc, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
         self.at_peak: list[dict] = []
+        self.largest: dict = {}  # the largest single process seen at any sample (its row)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -114,6 +115,8 @@ class PeakRss:
                         row, infos[p.pid] = self._row(p, parent, infos.get(parent))
                         rows.append(row)
                         total += infos[p.pid].rss if row.get("counted", True) else 0
+                        if row.get("counted", True) and row["rss_mib"] > self.largest.get("rss_mib", 0):
+                            self.largest = row
                     except psutil.Error:
                         pass
                 if total > self.peak:
@@ -132,11 +135,12 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def run_measured(cmd: list[str], *, env: dict, cwd: Path = ROOT, merge_stderr: bool = False
-                 ) -> tuple[subprocess.CompletedProcess, float, float, list[dict]]:
+def run_measured(cmd: list[str], *, env: dict, cwd: Path = ROOT, merge_stderr: bool = False,
+                 details: dict | None = None) -> tuple[subprocess.CompletedProcess, float, float, list[dict]]:
     """Run ``cmd`` to its end as a process of its own: the finished process (text output), its
     wall seconds, the peak resident set (MiB) of its process tree and each process's share of
-    that peak (:class:`PeakRss` ``at_peak``)."""
+    that peak (:class:`PeakRss` ``at_peak``); ``details`` gets ``largest_process``, the largest
+    single process seen."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True,
                             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
@@ -144,6 +148,8 @@ def run_measured(cmd: list[str], *, env: dict, cwd: Path = ROOT, merge_stderr: b
     output, errors = proc.communicate()
     peak = rss.stop()
     wall = time.perf_counter() - started
+    if details is not None:
+        details["largest_process"] = rss.largest
     return subprocess.CompletedProcess(cmd, proc.returncode, output, errors), wall, peak, rss.at_peak
 
 

@@ -13,7 +13,7 @@ and planning on a small store and a sort of every observation on a large one (is
 #40). The walk touches each observation once, and most observations cost a few vector
 operations, not Python: an observation that repeats the previous snapshot's exactly (same
 name, ID and attributes) changes nothing but its incarnation's ``last_seen``
-(:meth:`ClusterWalk._steady`).
+(:class:`Differ`, :class:`Step`).
 
 It is the rules of :mod:`topic_lineage.scd.reference` (read that module's docstring for what
 they mean, one snapshot at a time), kept in the same order, with the state that makes them
@@ -107,6 +107,75 @@ class _Life:
         self.confirmed, self.displaced_at = False, None
 
 
+# --- one snapshot as the walk takes it -------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One snapshot of a cluster, as :meth:`ClusterWalk.step` takes it.
+
+    ``full``: ``topics`` are all its topics. Else a *delta* against the snapshot before it (which
+    had each of its IDs on one topic, as this one has): ``topics`` are only those that do not
+    repeat a topic of the previous snapshot exactly (same name, ID and attributes, no describe
+    error in either), ``dropped`` the previous snapshot's IDs this one does not repeat, and
+    ``whole`` all its topics when this or the previous snapshot has a topic without an ID (the
+    walk may then have to walk it whole)."""
+
+    head: dict
+    topics: object  # Arrow table, TOPIC_COLUMNS, in name order
+    full: bool = True
+    dropped: tuple = ()
+    whole: object = None
+
+
+def _ids_unique(topics) -> bool:
+    """Whether each ID of the topics names one topic (topics without an ID aside)."""
+    import pyarrow.compute as pc
+
+    ids = topics.column(t.TOPIC_ID)
+    return pc.count_distinct(ids).as_py() == topics.num_rows - ids.null_count
+
+
+class Differ:
+    """Makes a cluster's snapshots, given in time order, into :class:`Step` s: each as a delta
+    against the one before when it can, else whole. Only column operations (Arrow), no walk
+    state: one task can diff a range of a cluster's snapshots while another walks, given the
+    snapshot before the range (``previous``)."""
+
+    def __init__(self, previous=None):
+        self._previous = previous if previous is not None and _ids_unique(previous) else None
+
+    def step(self, head: dict, topics) -> Step:
+        import pyarrow.compute as pc
+
+        previous = self._previous
+        unique = _ids_unique(topics)
+        self._previous = topics if unique else None
+        if previous is None or not unique:
+            return Step(head, topics)
+        # repeated: same name, ID and attributes as the previous snapshot's topic, no error in either
+        at = pc.index_in(topics.column(t.TOPIC_NAME), value_set=previous.column(t.TOPIC_NAME))
+        same = pc.and_(pc.is_null(topics.column(t.ERROR)), pc.is_null(pc.take(previous.column(t.ERROR), at)))
+        same = pc.and_(same, pc.is_valid(at))
+        for column in (t.TOPIC_ID, *_ATTRS):
+            equal = pc.equal(topics.column(column), pc.take(previous.column(column), at))
+            same = pc.and_kleene(same, equal)  # NULL (unknown) is not the same
+        same = pc.and_kleene(same, pc.is_valid(same))  # unknown: not repeated (no scalar: pandas)
+        ids = previous.column(t.TOPIC_ID)
+        repeated = topics.column(t.TOPIC_ID).filter(same)
+        dropped = ids.filter(pc.and_(pc.is_valid(ids), pc.invert(pc.is_in(ids, value_set=repeated))))
+        idless = topics.column(t.TOPIC_ID).null_count or ids.null_count
+        return Step(head, topics.filter(pc.invert(same)), full=False,
+                    dropped=tuple(dropped.to_pylist()), whole=topics if idless else None)
+
+
+def order_error(cluster_id: str, now: int, newest: int) -> ValueError:
+    """The error of a snapshot at ``now`` given after one at ``newest`` (not before it)."""
+    def at(micros: int) -> str:
+        return (_EPOCH + timedelta(microseconds=micros)).isoformat()
+
+    return ValueError(f"cluster {cluster_id}: a snapshot of {at(now)} after one of {at(newest)}: the "
+                      "walk takes a cluster's snapshots in time order, each once")
+
+
 # --- one cluster ----------------------------------------------------------------------------------
 class ClusterWalk:
     """The walk's state for one cluster, and the rules applied one snapshot at a time.
@@ -123,11 +192,15 @@ class ClusterWalk:
         self.by_id: dict[str, _Life] = {}
         self.name_holder: dict[str, _Life] = {}  # the life of the name's latest observation
         self.idless_names: dict[str, int] = {}
+        # the incarnations whose gap can still change (the module docstring), but those in current
         self.active: set[_Life] = set()
+        # the incarnations the latest snapshot observed through a topic with an ID, by that ID,
+        # when the next snapshot may repeat them (a delta step); None when it may not. Each is
+        # in an empty gap and was last seen at ``newest``: steady observations change nothing else
+        self.current: dict[str, _Life] | None = None
         self.runs: list[tuple] = []  # one per snapshot walked, values of RUN_COLUMNS
         self.newest: int | None = None  # the latest snapshot walked
-        # the latest snapshot's topics when each of its IDs names one topic: what _steady compares
-        self._previous = None
+        self._differ: Differ | None = Differ()  # what snapshot() compares with (see step())
 
     # R1, R4: the life each observation belongs to (None: a new one), and whether it assigns an ID
     def _resolve(self, name: str, topic_id: str | None) -> tuple[_Life | None, bool]:
@@ -146,77 +219,87 @@ class ClusterWalk:
         """Walk one snapshot: ``head`` its run's values (``RUN_COLUMNS`` but ``held``;
         ``captured_at`` in microseconds since the epoch), ``topics`` an Arrow table of its
         topics (the columns ``TOPIC_COLUMNS``, in name order, no empty-snapshot marker)."""
+        differ = self._differ if self._differ is not None else Differ()
+        self._take(differ.step(head, topics))
+        self._differ = differ
+
+    def step(self, step: Step) -> None:
+        """Walk one snapshot as a :class:`Step` some :class:`Differ` made: the same rows as
+        :meth:`snapshot` of the snapshot would give. A split walk's second pass takes the steps
+        its tasks made (topic_lineage.scd.walk_job); a later :meth:`snapshot` then walks its
+        first snapshot whole (this walk no longer holds the snapshot before it)."""
+        self._differ = None
+        self._take(step)
+
+    def _take(self, step: Step) -> None:
+        head = step.head
         now = head[t.CAPTURED_AT]
         if self.newest is not None and now <= self.newest:
-            def at(micros: int) -> str:
-                return (_EPOCH + timedelta(microseconds=micros)).isoformat()
-
-            raise ValueError(f"cluster {self.cluster_id}: a snapshot of {at(now)} after one of "
-                             f"{at(self.newest)}: the walk takes a cluster's snapshots in time "
-                             "order, each once")
-        held = self._apply(now, head[t.CLUSTER_ALIAS], head[t.COMPLETE], bool(head[t.AUTHORITATIVE]),
-                           topics)
+            raise order_error(self.cluster_id, now, self.newest)
+        held = self._apply(now, head[t.CLUSTER_ALIAS], head[t.COMPLETE], bool(head[t.AUTHORITATIVE]), step)
         self.runs.append(tuple(held if c == t.HELD else head[c] for c in RUN_COLUMNS))
         self.newest = now
 
-    def _steady(self, topics) -> list[str]:
-        """The IDs of the observations that repeat the previous snapshot's exactly: same name,
-        ID and attributes, no describe error in either, each ID on one topic in both (and each
-        incarnation observed once in the previous one: :meth:`_apply` keeps it only then).
+    def _flush(self, seen: int | None) -> None:
+        """The current incarnations join ``active``, last seen at ``seen``: the next snapshot is
+        walked whole."""
+        for life in (self.current or {}).values():
+            life.last_seen = seen
+            self.active.add(life)
+        self.current = None
 
-        Such an observation changes nothing but its incarnation's ``last_seen``: the previous
-        snapshot observed the same incarnation (the ID's), which then entered a gap with nothing
-        in it yet. Comparing whole columns (Arrow) instead of one observation at a time is what
-        makes the walk linear at a few C operations per observation (issue #24's 10 M store)."""
-        import pyarrow.compute as pc
+    def _apply(self, now: int, alias: str, complete: bool, authoritative: bool, step: Step) -> bool:
+        """One snapshot; returns held.
 
-        previous = self._previous
-        if previous is None or topics.num_rows == 0:
-            return []
-        at = pc.index_in(topics.column(t.TOPIC_NAME), value_set=previous.column(t.TOPIC_NAME))
-        same = pc.and_(pc.is_null(topics.column(t.ERROR)), pc.is_null(pc.take(previous.column(t.ERROR), at)))
-        same = pc.and_(same, pc.is_valid(at))
-        for column in (t.TOPIC_ID, *_ATTRS):
-            equal = pc.equal(topics.column(column), pc.take(previous.column(column), at))
-            same = pc.and_kleene(same, equal)  # NULL (unknown) is not the same: filter drops it
-        return topics.column(t.TOPIC_ID).filter(same).to_pylist()
-
-    def _apply(self, now: int, alias: str, complete: bool, authoritative: bool, topics) -> bool:
-        """One snapshot; returns held."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        ids_unique = pc.count_distinct(topics.column(t.TOPIC_ID)).as_py() == \
-            topics.num_rows - topics.column(t.TOPIC_ID).null_count
-        steady_ids = self._steady(topics) if ids_unique else []
-        steady = [self.by_id[i] for i in steady_ids]
-        rest = topics
-        if steady:
-            rest = topics.filter(pc.invert(pc.is_in(topics.column(t.TOPIC_ID), value_set=t.arrow_array(steady_ids, pa.string()))))
-        resolved = self._resolve_all(rest)
-        shown = set(steady)
-        if any(life in shown for _, life, _ in resolved):
+        A delta step (:class:`Differ`) names the previous snapshot's IDs it does not repeat
+        exactly (``dropped``) and gives only its other topics: the incarnations left in
+        ``current`` are the *steady* observations, which change nothing but their ``last_seen``
+        (kept implicitly: a current incarnation was last seen at ``newest``). So a snapshot costs
+        Python work for what changed only; the rest is the Differ's column operations."""
+        if step.full or self.current is None:
+            if not step.full and step.whole is None:
+                raise RuntimeError(f"cluster {self.cluster_id}: a delta step after a snapshot the walk "
+                                   "cannot continue steadily, without the snapshot's topics")
+            self._flush(self.newest)
+            rows = step.topics if step.full else step.whole
+        else:
+            rows = step.topics
+            for topic_id in step.dropped:  # observed in the previous snapshot, not repeated here
+                life = self.current.pop(topic_id)
+                life.last_seen = self.newest
+                self.active.add(life)
+        current = self.current or {}
+        resolved = self._resolve_all(rows)
+        if current and any(life is not None and topic[1] is None and current.get(life.topic_id) is life
+                           for topic, life, _ in resolved):
             # an ID-less observation continues a steady incarnation under a name it had: that
             # incarnation is observed twice in this snapshot, so walk it the whole way
-            steady, resolved, shown = [], self._resolve_all(topics), set()
-        shown.update(life for _, life, _ in resolved if life is not None)
+            if step.whole is None:
+                raise RuntimeError(f"cluster {self.cluster_id}: a delta step without its snapshot's topics")
+            self._flush(self.newest)
+            current, resolved = {}, self._resolve_all(step.whole)
+        shown = {life for _, life, _ in resolved if life is not None}
+
+        def is_shown(life: _Life) -> bool:
+            return life in shown or (life.topic_id is not None and current.get(life.topic_id) is life)
 
         # R1: names this snapshot shows under another identity than their holder's
         displaced = set()
         for topic, life, _ in resolved:
             holder = self.name_holder.get(topic[0])
-            if holder is not None and holder is not life and holder not in shown \
+            if holder is not None and holder is not life and not is_shown(holder) \
                     and holder.last_name == topic[0]:
                 displaced.add(holder)
 
-        absent = self.active - shown if complete else ()
+        # every active incarnation not shown (the current ones are all shown: steady)
+        absent = [life for life in self.active if life not in shown] if complete else ()
         held = False
         if complete and not authoritative:  # R3
             closing = sum(
                 1 for life in absent
                 if life.first_complete is None and life.displaced_at is None and life not in displaced
             )
-            shown_again = len(shown) + sum(
+            shown_again = len(current) + len(shown) + sum(
                 1 for topic, life, _ in resolved
                 if life is None and topic[1] is None and self.idless_names.get(topic[0], 0) > 0
             )
@@ -235,17 +318,24 @@ class ClusterWalk:
             if life in self.active and life.final():
                 self.active.discard(life)
 
-        for life in steady:  # observed again, unchanged: its gap opens again, empty as it was
-            life.last_seen = now
-        observed = []
-        for topic, life, assigns_id in resolved:
-            observed.append(self._observe(now, alias, topic, life, assigns_id))
-        for life in observed:  # the gap after this snapshot
+        observed = [(topic[1], self._observe(now, alias, topic, life, assigns_id))
+                    for topic, life, assigns_id in resolved]
+        lives = [life for _, life in observed]
+        # the next snapshot may repeat this one's (a delta step) when each of its IDs named one
+        # topic (the Differ sends a delta step only then) and each incarnation was observed once
+        steady_next = _ids_unique(rows) and len(set(lives)) == len(lives)
+        if not steady_next:
+            self.current = current  # flushed below, last seen now
+            self._flush(now)
+            current = None
+        for topic_id, life in observed:  # the gap after this snapshot
             if not life.in_gap:
                 life.open_gap()
+            if current is not None and topic_id is not None:
+                current[topic_id] = life
+            else:
                 self.active.add(life)
-        # the next snapshot's steady observations are those of incarnations observed once here
-        self._previous = topics if ids_unique and len(set(observed)) == len(observed) else None
+        self.current = current
         return held
 
     def _resolve_all(self, topics) -> list[tuple]:
@@ -327,7 +417,9 @@ class ClusterWalk:
         tables (incarnations without ``topic_uuid``). Changes nothing: the walk can go on."""
         runs = {c: [run[i] for run in self.runs] for i, c in enumerate(RUN_COLUMNS)}
         out = {c: [] for c in INCARNATION_COLUMNS}
+        current = set((self.current or {}).values())  # last seen at the newest snapshot
         for life in self.lives:
+            last_seen = self.newest if life in current else life.last_seen
             ends = list(life.closed_at)
             end = life.end()
             if end is not None:
@@ -344,7 +436,7 @@ class ClusterWalk:
                     (t.PARTITION_COUNT, partitions), (t.REPLICATION_FACTOR, replication),
                     (t.IS_INTERNAL, internal), (t.VALID_FROM, row.valid_from), (t.VALID_TO, valid_to),
                     (t.IS_CURRENT, valid_to is None), (t.FIRST_SEEN_AT, life.first_seen),
-                    (t.LAST_SEEN_AT, life.last_seen), (t.DELETED_AT, deleted_at),
+                    (t.LAST_SEEN_AT, last_seen), (t.DELETED_AT, deleted_at),
                 ):
                     out[column].append(value)
         return (_table(runs, t.SNAPSHOT_RUNS_DDL, RUN_COLUMNS),
@@ -374,7 +466,7 @@ class ClusterWalk:
         return walk
 
 
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 """Version of :meth:`ClusterWalk.dumps`' layout."""
 
 

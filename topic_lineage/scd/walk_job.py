@@ -32,7 +32,7 @@ import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -41,7 +41,7 @@ from topic_lineage.scd import walk
 from topic_lineage.scd.hold import HoldPolicy
 
 SUMMARY_DDL = (
-    "cluster_id STRING, snapshots BIGINT, first_file STRING, walked BIGINT, continued BOOLEAN, seconds DOUBLE, "
+    "cluster_id STRING, part STRING, snapshots BIGINT, first_file STRING, walked BIGINT, continued BOOLEAN, seconds DOUBLE, "
     "host STRING, pid INT, executor STRING, peak_rss_mib DOUBLE, error_path STRING, error STRING"
 )
 """What each task reports: its cluster, the snapshot files it walked (how many, the first: the
@@ -70,6 +70,28 @@ class ClusterTask:
     input_bytes: int
     observation_rows: int = OBSERVATION_ROWS
     home: str = ""  # the home's location (path or URL) the names above are under
+    # a range of a split cluster (split_task): files are its range only; it diffs them and
+    # writes its steps to steps_out, and a walk task (WalkTask) walks every range's steps
+    part: int = 0
+    parts: int = 1
+    previous: str | None = None  # the file before files[0], which the range's first step diffs with
+    steps_out: str | None = None
+
+
+@dataclass(frozen=True)
+class WalkTask:
+    """The second pass of a split cluster: walk its ranges' steps in order, write its part."""
+
+    cluster_id: str
+    steps: tuple[str, ...]  # each range's steps file, in time order
+    base_state: str | None
+    version: str
+    out: str
+    state_out: str
+    policy: HoldPolicy
+    home: str
+    snapshots: int
+    first_file: str | None
 
 
 def part_name(cluster_id: str, version: str, suffix: str = "") -> str:
@@ -82,24 +104,103 @@ def state_file(directory: Path, cluster_id: str) -> Path:
     return directory / f"{t.cluster_partition(cluster_id)}.walk"
 
 
+RANGE_BYTES_ENV = "TOPIC_LINEAGE_WALK_RANGE_BYTES"
+RANGE_FILES_ENV = "TOPIC_LINEAGE_WALK_RANGE_FILES"
+RANGE_BYTES = 32 * 2**20
+"""A cluster with more snapshot bytes to walk than this is split into ranges of about this size
+(``$TOPIC_LINEAGE_WALK_RANGE_BYTES``; ``$TOPIC_LINEAGE_WALK_RANGE_FILES`` splits by that many
+files instead, as the property tests do at 2)."""
+
+
+def split_task(task: ClusterTask) -> list[ClusterTask]:
+    """The task itself when its cluster is walked whole, else one task per range of its files to
+    walk (those after ``continue_after``), each given the file before it."""
+    files, observe = task.files[task.continue_after:], task.observe[task.continue_after:]
+    by_files = os.environ.get(RANGE_FILES_ENV)
+    if by_files:
+        size = max(1, int(by_files))
+    else:
+        limit = int(os.environ.get(RANGE_BYTES_ENV) or RANGE_BYTES)
+        ranges = -(-task.input_bytes // max(1, limit))
+        size = -(-len(files) // max(1, ranges)) if ranges > 1 else len(files)
+    if len(files) <= size:
+        return [task]
+    starts = range(0, len(files), size)
+    previous = task.files[task.continue_after - 1] if task.continue_after else None
+    tasks = []
+    for part, start in enumerate(starts):
+        tasks.append(replace(
+            task, files=files[start:start + size], observe=observe[start:start + size], continue_after=0,
+            part=part, parts=len(starts), previous=files[start - 1] if start else previous,
+            steps_out=f"{task.out}/{STEPS_DIR}/{part_name(task.cluster_id, task.version, f'-{part:05d}')}.steps",
+            input_bytes=task.input_bytes * len(files[start:start + size]) // max(1, len(files)),
+        ))
+    return tasks
+
+
+STEPS_DIR = "_walk_steps"
+"""In a version being built: the split clusters' steps, between the two passes (removed after)."""
+
+
 # --- the driver's side -----------------------------------------------------------------------------
 def run(spark, tasks: list[ClusterTask]) -> list[dict]:
-    """Run one task per cluster; their summaries (``SUMMARY_DDL``), one per cluster. A stored
-    snapshot file a task could not read is raised here as the store's error naming it."""
-    from topic_lineage.store import CorruptSnapshotFileError
+    """Derive every cluster; one summary per cluster (``SUMMARY_DDL``; a split cluster's has its
+    ranges' under ``ranges``). A stored snapshot file a task could not read is raised here as the
+    store's error naming it.
 
+    One job: a task per cluster walked whole, and per range of a split cluster (it diffs its
+    snapshots: :class:`~topic_lineage.scd.walk.Differ`). Then, for the split clusters, a second
+    job: a task per cluster walks its ranges' steps in time order, which costs Python work only
+    for what changed between snapshots."""
     if not tasks:
         return []
-    plan = sorted(tasks, key=lambda task: (-task.input_bytes, task.cluster_id))  # largest first
+    plan = [part for task in sorted(tasks, key=lambda task: (-task.input_bytes, task.cluster_id))
+            for part in split_task(task)]
+    plan.sort(key=lambda task: -task.input_bytes)  # largest first
+    summaries = _run_job(spark, plan, [(task.cluster_id, task.part) for task in plan])
+    walks = [WalkTask(
+        cluster_id=task.cluster_id,
+        steps=tuple(p.steps_out for p in sorted((p for p in plan if p.cluster_id == task.cluster_id),
+                                                 key=lambda p: p.part)),
+        base_state=task.base_state if task.continue_after else None,
+        version=task.version, out=task.out, state_out=task.state_out, policy=task.policy, home=task.home,
+        snapshots=len(task.files) - task.continue_after, first_file=next(iter(task.files[task.continue_after:]), None),
+    ) for task in tasks if len(split_task(task)) > 1]
+    if not walks:
+        return summaries
+    ranges = {}
+    for summary in summaries:
+        if summary["part"] is not None:
+            ranges.setdefault(summary["cluster_id"], []).append(summary)
+    walked = _run_job(spark, walks, [(w.cluster_id, None) for w in walks])
+    for summary in walked:
+        summary["ranges"] = sorted(ranges.pop(summary["cluster_id"]), key=lambda r: int(r["part"]))
+        summary["walked"] = sum(r["walked"] for r in summary["ranges"])  # the ranges' observations
+    from topic_lineage import storage
+
+    home = storage.home()
+    home.remove_tree(f"{home.name_of(walks[0].out)}/{STEPS_DIR}")  # empty: each walk removed its own
+    return [s for s in summaries if s["part"] is None] + walked
+
+
+def _run_job(spark, plan: list, expected: list[tuple]) -> list[dict]:
+    """Run one task per element of ``plan``; their summaries."""
+    from topic_lineage.store import CorruptSnapshotFileError
+
     job = spark.range(0, len(plan), 1, len(plan)).mapInArrow(partial(_run_tasks, plan), SUMMARY_DDL)
     summaries = job.toArrow().to_pylist()
-    if sorted(s["cluster_id"] for s in summaries) != sorted(task.cluster_id for task in plan):
-        raise RuntimeError(f"the walk job reported clusters {sorted(s['cluster_id'] for s in summaries)}, "
-                           f"planned {sorted(task.cluster_id for task in plan)}")
+    reported = sorted((s["cluster_id"], s["part"]) for s in summaries)
+    planned = sorted((c, None if p is None or _whole(plan, c) else str(p)) for c, p in expected)
+    if reported != planned:
+        raise RuntimeError(f"the walk job reported {reported}, planned {planned}")
     for summary in summaries:
         if summary["error_path"] is not None:
             raise CorruptSnapshotFileError(_working_copy_path(summary["error_path"]), summary["error"])
     return summaries
+
+
+def _whole(plan: list, cluster_id: str) -> bool:
+    return all(not isinstance(task, ClusterTask) or task.parts == 1 for task in plan if task.cluster_id == cluster_id)
 
 
 def _working_copy_path(name: str) -> Path:
@@ -110,24 +211,45 @@ def _working_copy_path(name: str) -> Path:
     return storage.home().from_engine_name(name)
 
 
-def _run_tasks(plan: list[ClusterTask], batches):
+def _run_tasks(plan: list, batches):
     """The job's function (``mapInArrow``): each input row is a task's index in ``plan``."""
     import pyarrow as pa
 
     schema = t.arrow_schema_of(SUMMARY_DDL)
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            summary = walk_cluster(plan[index])
+            task = plan[index]
+            if isinstance(task, WalkTask):
+                summary = walk_steps(task)
+            elif task.parts > 1:
+                summary = diff_range(task)
+            else:
+                summary = walk_cluster(task)
             yield pa.RecordBatch.from_arrays(
-                [t.arrow_array([summary[f.name]], f.type) for f in schema], schema=schema)
+                [t.arrow_array([summary.get(f.name)], f.type) for f in schema], schema=schema)
 
 
 # --- the task's side -------------------------------------------------------------------------------
-def walk_cluster(task: ClusterTask) -> dict:
-    """Walk one cluster and write its part of the version (in a task: see the module docstring)."""
-    import resource
+def _summary(task, snapshots: int, first_file: str | None, continued: bool) -> dict:
     import socket
 
+    return {"cluster_id": task.cluster_id,
+            "part": str(task.part) if isinstance(task, ClusterTask) and task.parts > 1 else None,
+            "snapshots": snapshots, "first_file": first_file, "walked": 0, "continued": continued,
+            "host": socket.gethostname(), "pid": os.getpid(), "executor": executor_of_this_worker()[1],
+            "error_path": None, "error": None}
+
+
+def _finish(summary: dict, started: float) -> dict:
+    import resource
+
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    summary["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return summary
+
+
+def walk_cluster(task: ClusterTask) -> dict:
+    """Walk one cluster and write its part of the version (in a task: see the module docstring)."""
     from topic_lineage import storage
     from topic_lineage.store import CorruptSnapshotFileError
 
@@ -142,27 +264,144 @@ def walk_cluster(task: ClusterTask) -> dict:
         walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
     files, observe = task.files[first:], task.observe[first:]
     cores = _task_cpus()
-    summary = {"cluster_id": task.cluster_id, "snapshots": len(files), "first_file": next(iter(files), None),
-               "walked": 0,
-               "continued": first > 0, "host": socket.gethostname(), "pid": os.getpid(),
-               "executor": executor_of_this_worker()[1], "error_path": None, "error": None}
+    summary = _summary(task, len(files), next(iter(files), None), first > 0)
     try:
         with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
             for path, rows, is_new in _read_ahead(home, files, observe, cores):
                 if is_new:
                     observations.add(rows)
-                summary["walked"] += _walk_file(walk_, path, rows)
+                head, topics = _snapshot_of(walk_.cluster_id, path, rows)
+                _walk(walk_, path, lambda: walk_.snapshot(head, topics))  # noqa: B023 - called here
+                summary["walked"] += topics.num_rows
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
     else:
-        home.write_bytes(home.name_of(task.state_out), walk_.dumps())
-        runs, incarnations = walk_.tables()
-        part = part_name(task.cluster_id, task.version)
-        home.write_parquet(f"{out}/{t.SNAPSHOT_RUNS}/{part}", runs)
-        home.write_parquet(f"{out}/{t.TOPIC_INCARNATIONS}/{part}", _with_topic_uuid(incarnations))
-    summary["seconds"] = round(time.monotonic() - started, 3)
-    summary["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    return summary
+        _write_walk(home, task, walk_)
+    return _finish(summary, started)
+
+
+def _write_walk(home, task, walk_: walk.ClusterWalk) -> None:
+    """A cluster's walked part of the version: its saved walk, runs and incarnations."""
+    out = home.name_of(task.out)
+    home.write_bytes(home.name_of(task.state_out), walk_.dumps())
+    runs, incarnations = walk_.tables()
+    part = part_name(task.cluster_id, task.version)
+    home.write_parquet(f"{out}/{t.SNAPSHOT_RUNS}/{part}", runs)
+    home.write_parquet(f"{out}/{t.TOPIC_INCARNATIONS}/{part}", _with_topic_uuid(incarnations))
+
+
+def diff_range(task: ClusterTask) -> dict:
+    """The first pass over a range of a split cluster: its snapshots as steps of the walk
+    (:class:`~topic_lineage.scd.walk.Differ`, given the snapshot before the range), written to
+    ``steps_out``; its new observations written to ``topic_snapshots`` as a whole cluster's
+    task writes them. Reads the range's files and the one before; walks nothing."""
+    from topic_lineage import storage
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    started = time.monotonic()
+    home = storage.at(task.home)
+    out = home.name_of(task.out)
+    cores = _task_cpus()
+    summary = _summary(task, len(task.files), next(iter(task.files), None), False)
+    steps = []
+    try:
+        previous, newest = None, None
+        if task.previous is not None:
+            rows = _read_snapshot_file(home, task.previous, threads=cores > 1)
+            head, previous = _snapshot_of(task.cluster_id, task.previous, rows)
+            newest = head[t.CAPTURED_AT]
+        differ = walk.Differ(previous)
+        with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
+            for path, rows, is_new in _read_ahead(home, task.files, task.observe, cores):
+                if is_new:
+                    observations.add(rows)
+                head, topics = _snapshot_of(task.cluster_id, path, rows)
+                if newest is not None and head[t.CAPTURED_AT] <= newest:  # what the walk would say
+                    error = walk.order_error(task.cluster_id, head[t.CAPTURED_AT], newest)
+                    raise CorruptSnapshotFileError(path, f"{error} (its file name gives another time)")
+                newest = head[t.CAPTURED_AT]
+                steps.append(differ.step(head, topics))
+                summary["walked"] += topics.num_rows
+    except CorruptSnapshotFileError as exc:
+        summary.update(error_path=str(exc.path), error=exc.reason)
+    else:
+        home.write_bytes(home.name_of(task.steps_out), encode_steps(steps))
+    return _finish(summary, started)
+
+
+def walk_steps(task: WalkTask) -> dict:
+    """The second pass of a split cluster: walk its ranges' steps in time order (continuing the
+    base's saved walk when given), write its part of the version, remove the steps."""
+    from topic_lineage import storage
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    started = time.monotonic()
+    home = storage.at(task.home)
+    walk_ = None
+    if task.base_state is not None:
+        walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
+        if walk_ is None:
+            raise RuntimeError(f"cluster {task.cluster_id}: the saved walk {task.base_state} could not be "
+                               "loaded after the driver planned to continue it")
+    walk_ = walk_ or walk.ClusterWalk(task.cluster_id, task.policy)
+    summary = _summary(task, task.snapshots, task.first_file, task.base_state is not None)
+    try:
+        for name in task.steps:
+            for step in decode_steps(_read(home, name)):
+                _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
+    except CorruptSnapshotFileError as exc:
+        summary.update(error_path=str(exc.path), error=exc.reason)
+    else:
+        _write_walk(home, task, walk_)
+        home.remove([home.name_of(name) for name in task.steps])
+    return _finish(summary, started)
+
+
+def encode_steps(steps: list) -> bytes:
+    """Steps as one file: their heads (pickled) and their topics (one Arrow IPC stream)."""
+    import pickle
+
+    import pyarrow as pa
+
+    heads, parts = [], []
+    for step in steps:
+        whole = step.whole is not None and not step.full
+        heads.append((step.head, step.full, step.topics.num_rows, step.dropped,
+                      step.whole.num_rows if whole else None))
+        parts.append(step.topics)
+        if whole:
+            parts.append(step.whole)
+    rows = pa.concat_tables(parts) if parts else _topic_schema().empty_table()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    return pickle.dumps((heads, sink.getvalue().to_pybytes()), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_steps(data: bytes):
+    """The steps :func:`encode_steps` wrote, in order."""
+    import pickle
+
+    import pyarrow as pa
+
+    heads, stream = pickle.loads(data)
+    rows = pa.ipc.open_stream(stream).read_all()
+    at = 0
+    for head, full, count, dropped, whole in heads:
+        topics = rows.slice(at, count)
+        at += count
+        every = None
+        if whole is not None:
+            every = rows.slice(at, whole)
+            at += whole
+        yield walk.Step(head, topics, full=full, dropped=dropped, whole=every)
+
+
+def _topic_schema():
+    import pyarrow as pa
+
+    store = t.arrow_store_schema()
+    return pa.schema([store.field(c) for c in walk.TOPIC_COLUMNS])
 
 
 def executor_of_this_worker() -> tuple[int | None, str | None]:
@@ -256,9 +495,9 @@ def _read_snapshot_file(home, path: str, threads: bool):
         raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
 
 
-def _walk_file(walk_: walk.ClusterWalk, path, rows) -> int:
-    """Walk the snapshot a store file holds (one, its topics in name order: topic_lineage.store);
-    returns its observations."""
+def _snapshot_of(cluster_id: str, path, rows):
+    """``(head, topics)`` of the snapshot a store file holds (one, its topics in name order:
+    topic_lineage.store), as the walk takes it; a file of another shape is a clear error."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -267,7 +506,7 @@ def _walk_file(walk_: walk.ClusterWalk, path, rows) -> int:
     if rows.num_rows == 0:
         raise CorruptSnapshotFileError(path, "no rows")
     instants = rows.column(t.CAPTURED_AT)
-    if rows.column(t.CLUSTER_ID).unique().to_pylist() != [walk_.cluster_id] \
+    if rows.column(t.CLUSTER_ID).unique().to_pylist() != [cluster_id] \
             or pc.count_distinct(instants).as_py() != 1:
         raise CorruptSnapshotFileError(path, "holds rows of more than one snapshot, or of another cluster")
     # column by column: to_pylist of a timestamp with a time zone imports pandas
@@ -277,11 +516,18 @@ def _walk_file(walk_: walk.ClusterWalk, path, rows) -> int:
     names = topics.column(t.TOPIC_NAME)
     if len(names) > 1 and not pc.all(pc.less(names.slice(0, len(names) - 1), names.slice(1))).as_py():
         topics = topics.sort_by(t.TOPIC_NAME)
+    return head, topics
+
+
+def _walk(walk_: walk.ClusterWalk, path, take) -> None:
+    """``take()`` the next snapshot; one out of time order (a file whose name gives another
+    time than its rows) is the file's clear error."""
+    from topic_lineage.store import CorruptSnapshotFileError
+
     try:
-        walk_.snapshot(head, topics)
+        take()
     except ValueError as exc:
         raise CorruptSnapshotFileError(path, f"{exc} (its file name gives another time)") from None
-    return topics.num_rows
 
 
 class _ObservationWriter:
@@ -291,6 +537,7 @@ class _ObservationWriter:
     def __init__(self, home, path: str, task: ClusterTask, cores: int):
         self.home, self.path, self.cluster_id, self.version = home, path, task.cluster_id, task.version
         self.per_file = task.observation_rows
+        self.range = f"-r{task.part:05d}" if task.parts > 1 else ""
         self.pending, self.rows, self.written, self.writing = [], 0, 0, []
         # one core: written in turn (see _read_ahead); more: in a thread beside the walk
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="walk-topic-snapshots") if cores > 1 else None
@@ -307,7 +554,7 @@ class _ObservationWriter:
     def _flush(self) -> None:
         if not self.pending:
             return
-        name = part_name(self.cluster_id, self.version, f"-{self.written:05d}")
+        name = part_name(self.cluster_id, self.version, f"{self.range}-{self.written:05d}")
         self.written += 1
         if self.pool is None:
             self._write(self.pending, name)
