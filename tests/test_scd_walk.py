@@ -285,8 +285,9 @@ from topic_lineage import tables as t
 from topic_lineage.scd import walk_job
 from topic_lineage.scd.hold import HoldPolicy
 out = t.home() / "out"; (out / "_walk_state").mkdir(parents=True)
-files = tuple(sorted(str(p) for p in t.snapshots_dir().rglob("*.parquet")))
-task = walk_job.ClusterTask({CLUSTER!r}, files, (True,) * len(files), None, 0, "v1", str(out),
+stamps = sorted(p.stem for p in t.snapshots_dir().rglob("*.parquet"))
+span = walk_job.Span.of(str(t.snapshots_dir() / t.cluster_partition({CLUSTER!r})), stamps)
+task = walk_job.ClusterTask({CLUSTER!r}, span, "", (), None, 0, "v1", str(out),
                             str(out / "_walk_state" / "c.walk"), HoldPolicy(), 1, home=str(t.home()))
 summary = walk_job.walk_cluster(task)
 assert summary["error"] is None and summary["walked"] == 6, summary

@@ -346,9 +346,16 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
             walked_again.add(cluster_id)
         continues = (same_code and has_base_parts and cluster_id in newest
                      and all(_file_key(r)[1] > newest[cluster_id] for r in relatives if r in new))
+        # new to this version: the files after the base's newest, and the late ones
+        new_after = newest.get(cluster_id, "") if manifest is not None else ""
+        paths = tuple(_task_name(root / r) for r in relatives)
         tasks.append(walk_job.ClusterTask(
-            cluster_id=cluster_id, files=tuple(_task_name(root / r) for r in relatives),
-            observe=tuple(r in new for r in relatives),
+            cluster_id=cluster_id,
+            span=walk_job.Span.of(_task_name(root / t.cluster_partition(cluster_id)),
+                                  [_file_key(r)[1] for r in relatives]),
+            new_after=new_after,
+            late=tuple(_file_key(r)[1] for r in relatives if r in new and _file_key(r)[1] <= new_after),
+            paths=paths,
             base_state=_task_name(kept.stored(base_state)) if continues else None,
             continue_after=sum(1 for r in relatives if r not in new) if continues else 0,
             version=version, out=_task_name(out),

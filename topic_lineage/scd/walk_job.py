@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 
 from topic_lineage import tables as t
+from topic_lineage.errors import TopicLineageError
 from topic_lineage.scd import walk
 from topic_lineage.scd.hold import HoldPolicy
 
@@ -55,14 +56,58 @@ OBSERVATION_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
+class Span:
+    """A run of one cluster's snapshot files named by their first and last time: the task lists
+    them itself, so the plan the driver sends is the same size whatever the history's length.
+    ``count`` and ``digest`` (of their times) make a store that changed since the driver listed
+    it a clear error, not a different set of snapshots than the version records."""
+
+    directory: str  # the cluster's partition of the store, as engines name it
+    first: str  # compact times (topic_lineage.snapshot.compact_timestamp), inclusive
+    last: str
+    count: int
+    digest: str
+
+    @classmethod
+    def of(cls, directory: str, stamps) -> Span:
+        return cls(directory, stamps[0], stamps[-1], len(stamps), _digest(stamps))
+
+    def files(self, home) -> list[str]:
+        """The span's files in time order, as engines name them (a listing of the home)."""
+        found = sorted((Path(name).stem, name) for name in home.listing(home.name_of(self.directory))
+                       if name.endswith(".parquet") and self.first <= Path(name).stem <= self.last)
+        stamps = [stamp for stamp, _ in found]
+        if len(stamps) != self.count or _digest(stamps) != self.digest:
+            raise StoreChangedError(
+                f"the snapshot store changed while the build ran: {self.directory} holds {len(stamps)} "
+                f"file(s) from {self.first} to {self.last}, the build planned {self.count}; run the "
+                "build again")
+        return [f"{self.directory.rstrip('/')}/{name}" for _, name in found]
+
+
+class StoreChangedError(TopicLineageError):
+    """A task found other snapshot files than the driver planned it (the store changed)."""
+
+
+def _digest(stamps) -> str:
+    return hashlib.sha256("\n".join(stamps).encode()).hexdigest()[:16]
+
+
+def stamp_of(name: str) -> str:
+    """The compact time of a snapshot file (its name: topic_lineage.store)."""
+    return Path(name).stem
+
+
+@dataclass(frozen=True)
 class ClusterTask:
     """What one task derives: one cluster's snapshot files, in time order."""
 
     cluster_id: str
-    files: tuple[str, ...]  # every snapshot file of the cluster to walk, as engines name them
-    observe: tuple[bool, ...]  # per file: its observations are new to this version
+    span: Span  # every snapshot file of the cluster to read
+    new_after: str  # files of a later time hold observations new to this version...
+    late: tuple[str, ...]  # ...and these (late snapshots, new to it)
     base_state: str | None  # the base version's saved walk to continue, if this code wrote it
-    continue_after: int  # with base_state: files[:continue_after] are walked in it already
+    continue_after: int  # with base_state: the span's first continue_after files are walked in it
     version: str
     out: str  # the version's directory
     state_out: str  # where this version saves the cluster's walk
@@ -70,12 +115,17 @@ class ClusterTask:
     input_bytes: int
     observation_rows: int = OBSERVATION_ROWS
     home: str = ""  # the home's location (path or URL) the names above are under
-    # a range of a split cluster (split_task): files are its range only; it diffs them and
+    # a range of a split cluster (split_task): the span is its range only; it diffs them and
     # writes its steps to steps_out, and a walk task (WalkTask) walks every range's steps
     part: int = 0
     parts: int = 1
-    previous: str | None = None  # the file before files[0], which the range's first step diffs with
+    previous: str | None = None  # the file before the range, which its first step diffs with
     steps_out: str | None = None
+    paths: tuple[str, ...] = ()  # the driver's: the span's files (to split it); not sent to tasks
+
+    def is_new(self, name: str) -> bool:
+        stamp = stamp_of(name)
+        return stamp > self.new_after or stamp in self.late
 
 
 @dataclass(frozen=True)
@@ -114,8 +164,9 @@ files instead, as the property tests do at 2)."""
 
 def split_task(task: ClusterTask) -> list[ClusterTask]:
     """The task itself when its cluster is walked whole, else one task per range of its files to
-    walk (those after ``continue_after``), each given the file before it."""
-    files, observe = task.files[task.continue_after:], task.observe[task.continue_after:]
+    walk (those after ``continue_after``), each given the file before it. Either way without
+    the driver's ``paths``: what a task is sent does not grow with the history."""
+    files = task.paths[task.continue_after:]
     by_files = os.environ.get(RANGE_FILES_ENV)
     if by_files:
         size = max(1, int(by_files))
@@ -124,16 +175,17 @@ def split_task(task: ClusterTask) -> list[ClusterTask]:
         ranges = -(-task.input_bytes // max(1, limit))
         size = -(-len(files) // max(1, ranges)) if ranges > 1 else len(files)
     if len(files) <= size:
-        return [task]
+        return [replace(task, paths=())]
     starts = range(0, len(files), size)
-    previous = task.files[task.continue_after - 1] if task.continue_after else None
+    previous = task.paths[task.continue_after - 1] if task.continue_after else None
     tasks = []
     for part, start in enumerate(starts):
+        mine = files[start:start + size]
         tasks.append(replace(
-            task, files=files[start:start + size], observe=observe[start:start + size], continue_after=0,
+            task, span=Span.of(task.span.directory, [stamp_of(f) for f in mine]), continue_after=0,
             part=part, parts=len(starts), previous=files[start - 1] if start else previous,
             steps_out=f"{task.out}/{STEPS_DIR}/{part_name(task.cluster_id, task.version, f'-{part:05d}')}.steps",
-            input_bytes=task.input_bytes * len(files[start:start + size]) // max(1, len(files)),
+            input_bytes=task.input_bytes * len(mine) // max(1, len(files)), paths=(),
         ))
     return tasks
 
@@ -164,7 +216,7 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
                                                  key=lambda p: p.part)),
         base_state=task.base_state if task.continue_after else None,
         version=task.version, out=task.out, state_out=task.state_out, policy=task.policy, home=task.home,
-        snapshots=len(task.files) - task.continue_after, first_file=next(iter(task.files[task.continue_after:]), None),
+        snapshots=len(task.paths) - task.continue_after, first_file=next(iter(task.paths[task.continue_after:]), None),
     ) for task in tasks if len(split_task(task)) > 1]
     if not walks:
         return summaries
@@ -196,6 +248,8 @@ def _run_job(spark, plan: list, expected: list[tuple]) -> list[dict]:
     for summary in summaries:
         if summary["error_path"] is not None:
             raise CorruptSnapshotFileError(_working_copy_path(summary["error_path"]), summary["error"])
+        if summary["error"] is not None:
+            raise StoreChangedError(summary["error"])
     return summaries
 
 
@@ -262,10 +316,12 @@ def walk_cluster(task: ClusterTask) -> dict:
     first = task.continue_after if walk_ is not None else 0
     if walk_ is None:
         walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
-    files, observe = task.files[first:], task.observe[first:]
     cores = _task_cpus()
-    summary = _summary(task, len(files), next(iter(files), None), first > 0)
+    summary = _summary(task, 0, None, first > 0)
     try:
+        files = task.span.files(home)[first:]
+        observe = [task.is_new(name) for name in files]
+        summary.update(snapshots=len(files), first_file=next(iter(files), None))
         with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
             for path, rows, is_new in _read_ahead(home, files, observe, cores):
                 if is_new:
@@ -275,6 +331,8 @@ def walk_cluster(task: ClusterTask) -> dict:
                 summary["walked"] += topics.num_rows
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
+    except StoreChangedError as exc:
+        summary.update(error=str(exc))
     else:
         _write_walk(home, task, walk_)
     return _finish(summary, started)
@@ -302,9 +360,11 @@ def diff_range(task: ClusterTask) -> dict:
     home = storage.at(task.home)
     out = home.name_of(task.out)
     cores = _task_cpus()
-    summary = _summary(task, len(task.files), next(iter(task.files), None), False)
+    summary = _summary(task, 0, None, False)
     steps = []
     try:
+        files = task.span.files(home)
+        summary.update(snapshots=len(files), first_file=next(iter(files), None))
         previous, newest = None, None
         if task.previous is not None:
             rows = _read_snapshot_file(home, task.previous, threads=cores > 1)
@@ -312,7 +372,7 @@ def diff_range(task: ClusterTask) -> dict:
             newest = head[t.CAPTURED_AT]
         differ = walk.Differ(previous)
         with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
-            for path, rows, is_new in _read_ahead(home, task.files, task.observe, cores):
+            for path, rows, is_new in _read_ahead(home, files, [task.is_new(f) for f in files], cores):
                 if is_new:
                     observations.add(rows)
                 head, topics = _snapshot_of(task.cluster_id, path, rows)
@@ -324,6 +384,8 @@ def diff_range(task: ClusterTask) -> dict:
                 summary["walked"] += topics.num_rows
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
+    except StoreChangedError as exc:
+        summary.update(error=str(exc))
     else:
         home.write_bytes(home.name_of(task.steps_out), encode_steps(steps))
     return _finish(summary, started)
@@ -351,6 +413,8 @@ def walk_steps(task: WalkTask) -> dict:
                 _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
+    except StoreChangedError as exc:
+        summary.update(error=str(exc))
     else:
         _write_walk(home, task, walk_)
         home.remove([home.name_of(name) for name in task.steps])
