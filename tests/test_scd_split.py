@@ -1,0 +1,137 @@
+"""One big Kafka cluster across several Spark tasks (issue #53), as a user runs it.
+
+The rules are proved on random histories elsewhere: the split walk in process against the
+reference (``tests/test_scd_walk.py``, ranges of one to three snapshots) and the Spark builds with
+the splitting forced (``tests/test_scd_properties.py``). Here: the real ``topic-lineage build``
+splits a cluster by the size of its snapshots, prints only what topic-lineage says, and gives the
+rows of a build that walks the cluster in one task, full and incremental; and what the driver
+sends a task does not grow with the history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from topic_lineage import tables as t
+from topic_lineage.scd import walk_job
+from topic_lineage.scd.hold import HoldPolicy
+from topic_lineage.storage.local import LocalHome
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).parent / "topic-lineage")
+
+
+def _build(home: Path, *args: str, range_bytes: int) -> str:
+    """``topic-lineage build`` as a user runs it; its version. Nothing but topic-lineage's own
+    lines on stderr: not the JVM's and Spark's start-up lines."""
+    env = dict(os.environ, TOPIC_LINEAGE_HOME=str(home), **{walk_job.RANGE_BYTES_ENV: str(range_bytes)})
+    done = subprocess.run([CLI, "build", *args], check=False, env=env, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.stderr == "", done.stderr
+    return next(line.split()[1].rstrip(":") for line in done.stdout.splitlines() if line.startswith("version "))
+
+
+def _rows(home: Path, version: str, table: str) -> list[tuple]:
+    parts = sorted((home / "warehouse" / "versions" / version / table).glob("*.parquet"))
+    rows = [tuple(sorted(r.items())) for p in parts for r in pq.read_table(p).to_pylist()]
+    return sorted(rows, key=repr)
+
+
+def _manifest(home: Path, version: str) -> dict:
+    return json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
+
+
+@pytest.mark.spark
+def test_a_big_cluster_is_walked_in_ranges_with_the_rows_of_one_walk(tmp_path, monkeypatch):
+    """A cluster larger than the range size is diffed by a task per range and walked by one more;
+    its tables equal those of the cluster walked in one task, after a full refresh and after an
+    incremental build that continues the split walk with new snapshots."""
+    from tests.benchmarks.datagen import History
+
+    home = tmp_path / "home"
+    monkeypatch.setenv(t.HOME_ENV, str(home))
+    history = History(topics=60, clusters=1, seed=7, incomplete=((0, 6),), describe_errors=((0, 9),))
+    history.store_rounds(0, 24)  # the glitch round (3): a broken listing, held then confirmed
+    split = _build(home, "--full-refresh", range_bytes=20_000)
+    ranges = next(iter(_manifest(home, split)["walk_tasks"].values()))["ranges"]
+    assert len(ranges) >= 3 and sum(r["snapshots"] for r in ranges) == 24, ranges
+    whole = _build(home, "--full-refresh", range_bytes=10**12)
+    assert "ranges" not in next(iter(_manifest(home, whole)["walk_tasks"].values()))
+    for table in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, t.TOPIC_SNAPSHOTS):
+        assert _rows(home, split, table) == _rows(home, whole, table), table
+
+    history.store_rounds(24, 40)
+    continued = _build(home, range_bytes=20_000)
+    summary = next(iter(_manifest(home, continued)["walk_tasks"].values()))
+    assert summary["continued"] and summary["snapshots"] == 16 and len(summary["ranges"]) >= 2, summary
+    again = _build(home, "--full-refresh", range_bytes=10**12)
+    for table in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, t.TOPIC_SNAPSHOTS):
+        assert _rows(home, continued, table) == _rows(home, again, table), table
+
+
+def test_a_refused_build_says_one_line(tmp_path, monkeypatch):
+    """A build refused (another holds the lock) prints its reason alone on stderr."""
+    from topic_lineage import warehouse as wh
+
+    monkeypatch.setenv(t.HOME_ENV, str(tmp_path))
+    with wh.build_lock():
+        done = subprocess.run([CLI, "build"], check=False, capture_output=True, text=True, cwd=ROOT,
+                              env=dict(os.environ, TOPIC_LINEAGE_HOME=str(tmp_path)))
+    assert done.returncode != 0
+    assert done.stderr.splitlines() == [
+        f"topic-lineage build: error: another build is running (lock {tmp_path / 'locks' / 'build.lock'}); "
+        "wait for it to finish and run the build again"], done.stderr
+
+
+def _task(paths: list[str]) -> walk_job.ClusterTask:
+    stamps = [walk_job.stamp_of(p) for p in paths]
+    return walk_job.ClusterTask(
+        "c", walk_job.Span.of("/store/cluster=c", stamps), "", (), None, 0, "v1", "/out", "/out/s.walk",
+        HoldPolicy(), input_bytes=len(paths) * 300_000, home="/", paths=tuple(paths))
+
+
+def _paths(count: int) -> list[str]:
+    return [f"/store/cluster=c/date=2026-01-01/20260101T{i // 3600:02d}{i // 60 % 60:02d}{i % 60:02d}.000000Z.parquet"
+            for i in range(count)]
+
+
+def test_what_a_task_is_sent_does_not_grow_with_the_history(monkeypatch):
+    """The driver plans: a task gets its span (first and last time, count, digest), not the names
+    of its files, whether the cluster has 10 snapshot files or 20,000."""
+    monkeypatch.setenv(walk_job.RANGE_BYTES_ENV, str(10**15))  # one task
+    short, long = (walk_job.split_task(_task(_paths(n))) for n in (10, 20_000))
+    assert len(short) == len(long) == 1
+    assert abs(len(pickle.dumps(long[0])) - len(pickle.dumps(short[0]))) < 64
+    monkeypatch.setenv(walk_job.RANGE_BYTES_ENV, str(32 * 2**20))  # 6 GB of files: 179 ranges
+    paths = _paths(20_000)
+    ranges = walk_job.split_task(_task(paths))
+    assert len(ranges) == 179 and max(len(pickle.dumps(r)) for r in ranges) < 1_500
+    assert sum(r.span.count for r in ranges) == 20_000 and len({r.span.count for r in ranges[:-1]}) == 1
+    # each range diffs its first snapshot with the last of the range before
+    ends = [r.span.last for r in ranges]
+    assert [r.previous for r in ranges] == [None, *(p for p in paths if walk_job.stamp_of(p) in ends[:-1])]
+
+
+def test_a_store_that_changed_under_the_build_is_one_clear_error(tmp_path):
+    """A task lists its span itself: a file the driver did not plan (or one gone) is an error
+    naming the directory and both counts, not a version that records other snapshots."""
+    home = LocalHome(tmp_path)
+    directory = tmp_path / "snapshots" / "cluster=c" / "date=2026-01-01"
+    directory.mkdir(parents=True)
+    stamps = ["20260101T000000.000000Z", "20260101T010000.000000Z"]
+    for stamp in stamps:
+        (directory / f"{stamp}.parquet").write_bytes(b"x")
+    (directory / ".20260101T020000.000000Z.parquet.claim").write_bytes(b"")  # hidden: not a snapshot
+    span = walk_job.Span.of(str(tmp_path / "snapshots" / "cluster=c"), stamps)
+    assert [Path(f).name for f in span.files(home)] == [f"{s}.parquet" for s in stamps]
+    (directory / "20260101T003000.000000Z.parquet").write_bytes(b"x")  # a late import meanwhile
+    with pytest.raises(walk_job.StoreChangedError, match=r"holds 3 file\(s\) .* planned 2; run the build again"):
+        span.files(home)
