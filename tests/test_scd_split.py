@@ -86,9 +86,9 @@ def test_a_refused_build_says_one_line(tmp_path, monkeypatch):
         done = subprocess.run([CLI, "build"], check=False, capture_output=True, text=True, cwd=ROOT,
                               env=dict(os.environ, TOPIC_LINEAGE_HOME=str(tmp_path)))
     assert done.returncode != 0
-    assert done.stderr.splitlines() == [
-        f"topic-lineage build: error: another build is running (lock {tmp_path / 'locks' / 'build.lock'}); "
-        "wait for it to finish and run the build again"], done.stderr
+    reason = (f"topic-lineage build: error: another build is running (lock {tmp_path / 'locks' / 'build.lock'}); "
+              "wait for it to finish and run the build again")
+    assert done.stderr.splitlines() == [reason], done.stderr
 
 
 def _task(paths: list[str]) -> walk_job.ClusterTask:
