@@ -246,7 +246,6 @@ def _quiet_gateway(builder) -> None:
     JVM already runs) with its standard error read by a thread that drops
     :data:`START_UP_CHATTER` and passes every other line on to ours: a JVM's real error still
     reaches the user. ``$TOPIC_LINEAGE_SPARK_LOGS=1`` leaves it alone."""
-    import subprocess
     import threading
 
     from pyspark import SparkConf, SparkContext
@@ -258,17 +257,25 @@ def _quiet_gateway(builder) -> None:
     conf = SparkConf()
     for key, value in builder._options.items():  # what getOrCreate would give spark-submit
         conf.set(key, value)
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-    errors = gateway.proc.stderr
+    read_end, write_end = os.pipe()
 
     def relay() -> None:
-        for line in iter(errors.readline, b""):
-            text = line.decode(errors="replace")
-            if not any(chatter in text for chatter in START_UP_CHATTER):
-                sys.stderr.write(text)
-                sys.stderr.flush()
+        with os.fdopen(read_end, "rb") as errors:
+            for line in iter(errors.readline, b""):
+                text = line.decode(errors="replace")
+                if not any(chatter in text for chatter in START_UP_CHATTER):
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
 
-    threading.Thread(target=relay, name="spark-driver-stderr", daemon=True).start()
+    relaying = threading.Thread(target=relay, name="spark-driver-stderr", daemon=True)
+    relaying.start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
+    except BaseException:
+        os.close(write_end)
+        relaying.join(timeout=10)  # a JVM that failed to start said why: before our error
+        raise
+    os.close(write_end)  # the JVM holds the pipe's other end
     SparkContext._ensure_initialized(gateway=gateway)
 
 
