@@ -63,6 +63,10 @@ class _Version:
     valid_from: int
     valid_to: int | None = None
 
+    def __reduce__(self):  # a tuple, not a dict of slots: a saved walk pickles fast (dumps)
+        return _Version, (self.alias, self.topic_id, self.name, self.attrs, self.change, self.valid_from,
+                          self.valid_to)
+
 
 @dataclass(eq=False, slots=True)
 class _Life:
@@ -81,6 +85,11 @@ class _Life:
     first_complete_held: bool = False
     confirmed: bool = False  # a second complete snapshot in the gap
     displaced_at: int | None = None  # its name shown under another identity
+
+    def __reduce__(self):  # as _Version's
+        return _Life, (self.key, self.topic_id, self.first_seen, self.versions, self.last_seen, self.last_name,
+                       self.attrs, self.closed_at, self.in_gap, self.first_complete, self.first_complete_held,
+                       self.confirmed, self.displaced_at)
 
     def end(self) -> int | None:
         """When the gap closed the incarnation (None: it did not, or it is not in a gap)."""
