@@ -87,7 +87,11 @@ class Span:
         return [f"{self.directory.rstrip('/')}/{name}" for _, name in found]
 
 
-class StoreChangedError(TopicLineageError):
+class WalkTaskError(TopicLineageError):
+    """What a walk task could not do, reported in its summary for the driver to raise."""
+
+
+class StoreChangedError(WalkTaskError):
     """A task found other snapshot files than the driver planned it (the store changed)."""
 
 
@@ -251,7 +255,7 @@ def _run_job(spark, plan: list, expected: list[tuple]) -> list[dict]:
         if summary["error_path"] is not None:
             raise CorruptSnapshotFileError(_working_copy_path(summary["error_path"]), summary["error"])
         if summary["error"] is not None:
-            raise StoreChangedError(summary["error"])
+            raise WalkTaskError(summary["error"])
     return summaries
 
 
@@ -333,7 +337,7 @@ def walk_cluster(task: ClusterTask) -> dict:
                 summary["walked"] += topics.num_rows
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
-    except StoreChangedError as exc:
+    except WalkTaskError as exc:
         summary.update(error=str(exc))
     else:
         _write_walk(home, task, walk_)
@@ -386,7 +390,7 @@ def diff_range(task: ClusterTask) -> dict:
                 summary["walked"] += topics.num_rows
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
-    except StoreChangedError as exc:
+    except WalkTaskError as exc:
         summary.update(error=str(exc))
     else:
         home.write_bytes(home.name_of(task.steps_out), encode_steps(steps))
@@ -404,18 +408,19 @@ def walk_steps(task: WalkTask) -> dict:
     walk_ = None
     if task.base_state is not None:
         walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
-        if walk_ is None:
-            raise RuntimeError(f"cluster {task.cluster_id}: the saved walk {task.base_state} could not be "
-                               "loaded after the driver planned to continue it")
-    walk_ = walk_ or walk.ClusterWalk(task.cluster_id, task.policy)
     summary = _summary(task, task.snapshots, task.first_file, task.base_state is not None)
+    if task.base_state is not None and walk_ is None:
+        summary["error"] = (f"cluster {task.cluster_id}: the base version's saved walk {task.base_state} "
+                            "cannot be read; run topic-lineage build --full-refresh")
+        return _finish(summary, started)
+    walk_ = walk_ or walk.ClusterWalk(task.cluster_id, task.policy)
     try:
         for name in task.steps:
             for step in decode_steps(_read(home, name)):
                 _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
     except CorruptSnapshotFileError as exc:
         summary.update(error_path=str(exc.path), error=exc.reason)
-    except StoreChangedError as exc:
+    except WalkTaskError as exc:
         summary.update(error=str(exc))
     else:
         _write_walk(home, task, walk_)
