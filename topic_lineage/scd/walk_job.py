@@ -215,7 +215,9 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
     plan = [part for task in sorted(tasks, key=lambda task: (-task.input_bytes, task.cluster_id))
             for part in split_task(task)]
     plan.sort(key=lambda task: -task.input_bytes)  # largest first
+    started = time.monotonic()
     summaries = _run_job(spark, plan, [(task.cluster_id, task.part) for task in plan])
+    first_job = round(time.monotonic() - started, 3)
     walks = [WalkTask(
         cluster_id=task.cluster_id,
         steps=tuple(p.steps_out for p in sorted((p for p in plan if p.cluster_id == task.cluster_id),
@@ -230,8 +232,11 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
     for summary in summaries:
         if summary["part"] is not None:
             ranges.setdefault(summary["cluster_id"], []).append(summary)
+    started = time.monotonic()
     walked = _run_job(spark, walks, [(w.cluster_id, None) for w in walks])
+    second_job = round(time.monotonic() - started, 3)
     for summary in walked:
+        summary["jobs_seconds"] = [first_job, second_job]  # the diffs (and whole clusters), the walks
         summary["ranges"] = sorted(ranges.pop(summary["cluster_id"]), key=lambda r: int(r["part"]))
         summary["walked"] = sum(r["walked"] for r in summary["ranges"])  # the ranges' observations
     from topic_lineage import storage
