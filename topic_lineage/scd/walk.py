@@ -48,6 +48,11 @@ _ATTRS = (t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL)
 # What the walk hands the writer: topic_incarnations without topic_uuid, snapshot_runs.
 INCARNATION_COLUMNS = tuple(c for c in t.ddl_columns(t.TOPIC_INCARNATIONS_DDL) if c != t.TOPIC_UUID)
 RUN_COLUMNS = tuple(t.ddl_columns(t.SNAPSHOT_RUNS_DDL))
+_VERSION_ROW = (t.INCARNATION_KEY, t.CLUSTER_ID, t.CLUSTER_ALIAS, t.TOPIC_ID, t.TOPIC_NAME, t.VERSION,
+                t.CHANGE_TYPE, t.PARTITION_COUNT, t.REPLICATION_FACTOR, t.IS_INTERNAL, t.VALID_FROM,
+                t.VALID_TO, t.IS_CURRENT, t.FIRST_SEEN_AT, t.LAST_SEEN_AT, t.DELETED_AT)
+"""The values :meth:`ClusterWalk.tables` gives each version, in this order."""
+assert sorted(_VERSION_ROW) == sorted(INCARNATION_COLUMNS)
 
 
 # --- one incarnation ------------------------------------------------------------------------------
@@ -425,8 +430,9 @@ class ClusterWalk:
         """``(snapshot_runs, topic_incarnations)`` of the snapshots walked so far, as Arrow
         tables (incarnations without ``topic_uuid``). Changes nothing: the walk can go on."""
         runs = {c: [run[i] for run in self.runs] for i, c in enumerate(RUN_COLUMNS)}
-        out = {c: [] for c in INCARNATION_COLUMNS}
+        rows = []  # one tuple per version, INCARNATION_COLUMNS' values (transposed below)
         current = set((self.current or {}).values())  # last seen at the newest snapshot
+        cluster_id = self.cluster_id
         for life in self.lives:
             last_seen = self.newest if life in current else life.last_seen
             ends = list(life.closed_at)
@@ -437,17 +443,11 @@ class ClusterWalk:
             last = len(life.versions)
             for number, row in enumerate(life.versions, start=1):
                 valid_to = end if number == last and end is not None else row.valid_to
-                partitions, replication, internal = row.attrs
-                for column, value in (
-                    (t.INCARNATION_KEY, life.key), (t.CLUSTER_ID, self.cluster_id),
-                    (t.CLUSTER_ALIAS, row.alias), (t.TOPIC_ID, row.topic_id), (t.TOPIC_NAME, row.name),
-                    (t.VERSION, number), (t.CHANGE_TYPE, row.change),
-                    (t.PARTITION_COUNT, partitions), (t.REPLICATION_FACTOR, replication),
-                    (t.IS_INTERNAL, internal), (t.VALID_FROM, row.valid_from), (t.VALID_TO, valid_to),
-                    (t.IS_CURRENT, valid_to is None), (t.FIRST_SEEN_AT, life.first_seen),
-                    (t.LAST_SEEN_AT, last_seen), (t.DELETED_AT, deleted_at),
-                ):
-                    out[column].append(value)
+                rows.append((life.key, cluster_id, row.alias, row.topic_id, row.name, number, row.change,
+                             *row.attrs, row.valid_from, valid_to, valid_to is None, life.first_seen,
+                             last_seen, deleted_at))
+        out = dict(zip(_VERSION_ROW, map(list, zip(*rows, strict=True)) if rows else ([] for _ in _VERSION_ROW),
+                       strict=True))
         return (_table(runs, t.SNAPSHOT_RUNS_DDL, RUN_COLUMNS),
                 _table(out, t.TOPIC_INCARNATIONS_DDL, INCARNATION_COLUMNS))
 
