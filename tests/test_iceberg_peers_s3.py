@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 from pathlib import Path
 
 import iceberg_peers as peers
 import pytest
-from object_store_support import shared_env
-from test_iceberg_published import CLI, build_two_versions
+from object_store_support import run_queries, shared_env
+from test_iceberg_published import build_two_versions
 
 from topic_lineage import tables as t
 
@@ -52,22 +51,21 @@ def published(side_venv, s3_server, _catalog_postgres, tmp_path_factory):
         versions = build_two_versions(root / "local", root, env)
         assert not (root / "local").exists(), "the home is on S3, nothing on the local disk"
         old = versions[0]
-        ours = {table: our_rows(env, f"SELECT * FROM {table}") for table in t.TABLES}
-        ours["first version"] = our_rows(env, f"SELECT * FROM {t.TOPIC_INCARNATIONS}",
-                                         "--version", old["version"])
+        queries = [["--format", "json", f"SELECT * FROM {table}"] for table in t.TABLES]
+        queries.append(["--format", "json", "--version", old["version"],
+                        f"SELECT * FROM {t.TOPIC_INCARNATIONS}"])
+        answers = [our_rows(text) for text in run_queries(env, root, queries)]
+        ours = dict(zip([*t.TABLES, "first version"], answers, strict=True))
         yield {"env": env, "bucket": bucket, "versions": versions, "uri": uri,
                "metadata": metadata_locations(uri), "ours": ours, "root": root}
     finally:
         bucket.delete()
 
 
-def our_rows(env: dict, sql: str, *args: str) -> list[dict]:
-    """``topic-lineage query --format json`` as a user runs it, normalised like the peers'
-    rows (its instants are ISO 8601 with ``Z``)."""
-    done = subprocess.run([str(CLI), "query", "--format", "json", *args, sql], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [{k: peer_value(v) for k, v in row.items()} for row in json.loads(done.stdout)]
+def our_rows(printed: str) -> list[dict]:
+    """What ``topic-lineage query --format json`` printed, as a user runs it, normalised like
+    the peers' rows (its instants are ISO 8601 with ``Z``)."""
+    return [{k: peer_value(v) for k, v in row.items()} for row in json.loads(printed)]
 
 
 def peer_value(value):
