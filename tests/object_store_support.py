@@ -4,6 +4,7 @@ history they store, and the tables they compare."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -86,8 +87,41 @@ def shared_env(s3_env: dict, home_url: str, catalog_uri: str) -> dict:
     return env
 
 
+# ``topic-lineage query ARGS...`` for each ARGS, through the command's own entry point (its
+# arguments, its output), in one process: one interpreter start instead of one per query
+QUERIES_IN_ONE = """
+import contextlib, io, json, sys
+from topic_lineage.cli import main
+answers = []
+for args in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["query", *args])
+    if code != 0:
+        sys.exit(f"topic-lineage query {args} exited {code}")
+    answers.append(out.getvalue())
+print(json.dumps(answers))
+"""
+
+
+def run_queries(env: dict[str, str], cwd: Path, queries: list[list[str]]) -> list[str]:
+    """What ``topic-lineage query`` prints for each argument list of ``queries``, run in one
+    process of their own with ``env``."""
+    done = subprocess.run([sys.executable, "-c", QUERIES_IN_ONE, json.dumps(queries)], env=env,
+                          capture_output=True, text=True, cwd=str(cwd), timeout=300, check=False)
+    if done.returncode != 0:
+        raise AssertionError(f"the queries exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def query_all(worker: Worker) -> dict[str, str]:
-    return {name: worker.run("query", "--format", "json", sql).stdout for name, sql in QUERIES.items()}
+    """What :data:`QUERIES` answer on ``worker``."""
+    return _query_all(worker.env, worker.root)
+
+
+def _query_all(env: dict[str, str], cwd: Path) -> dict[str, str]:
+    answers = run_queries(env, cwd, [["--format", "json", sql] for sql in QUERIES.values()])
+    return dict(zip(QUERIES, answers, strict=True))
 
 
 _LOCAL_TABLES: dict[tuple[tuple[int, int], ...], dict[str, str]] = {}
@@ -122,6 +156,4 @@ def full_build_tables(env: dict[str, str], cwd: Path) -> dict[str, str]:
     """What :data:`QUERIES` answer after a full refresh of the home of ``env``."""
     subprocess.run([CLI, "build", "--full-refresh"], env=env, check=True, capture_output=True,
                    timeout=600, cwd=str(cwd))
-    return {name: subprocess.run([CLI, "query", "--format", "json", sql], env=env, check=True,
-                                 capture_output=True, text=True, timeout=300).stdout
-            for name, sql in QUERIES.items()}
+    return _query_all(env, cwd)

@@ -17,6 +17,7 @@ the driver JVM from its start, and this test process's JVM may be another test m
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -27,9 +28,8 @@ from tests.spark_s3_job import run_job
 from topic_lineage.spark import object_store_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
-ACCESS_KEY = "tl-test-access"
+ACCESS_KEY = "tl-test-access"  # the settings' unit test's identity (no server)
 SECRET_KEY = "tl-test-secret-5f2a9c1e7b"  # a value no Spark setting could hold by chance
-BUCKET = "lineage"
 
 
 def _free_port() -> int:
@@ -39,23 +39,29 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint():
-    """The project's S3 server (SeaweedFS, tests.servers.s3_server) with this module's
-    identity and bucket; yields its endpoint URL."""
-    from tests.conftest import require_seaweedfs
-    from tests.servers.s3_server import S3Server
-
-    require_seaweedfs()
-    with S3Server(bucket=BUCKET, access_key=ACCESS_KEY, secret_key=SECRET_KEY) as server:
-        yield server.endpoint
+def s3_bucket_m(s3_server):
+    """A bucket of this module's on the session's S3 server (its secret is random per server:
+    no Spark setting could hold it by chance)."""
+    bucket = s3_server.new_bucket("spark-s3")
+    yield bucket
+    if s3_server.running:
+        bucket.delete()
 
 
-def s3_env(endpoint: str, secret: str = SECRET_KEY) -> dict[str, str]:
+def s3_env(bucket, secret: str | None = None, endpoint: str | None = None) -> dict[str, str]:
     """The environment a user sets for an S3-compatible server: AWS's variables, no Spark setting."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-    env.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1",
-               AWS_ENDPOINT_URL=endpoint)
+    env.update(bucket.env(endpoint))
+    if secret is not None:
+        env["AWS_SECRET_ACCESS_KEY"] = secret
     return env
+
+
+def _names(text: str, word: str) -> bool:
+    """``word`` in ``text`` as a value of its own (``key=word``, ``--opt word``), not as part of a
+    longer name (the server's access key, ``topic-lineage``, is also this project's name, in the
+    paths of the jars on every command line)."""
+    return re.search(rf"(?<![\w./-]){re.escape(word)}(?![\w./-])", text) is not None
 
 
 def _user_files(listing: list[str]) -> list[str]:
@@ -85,11 +91,14 @@ def test_settings_follow_the_environment_and_carry_no_secret():
     assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in on_aws  # S3A's chain: roles
 
 
-def test_local_session_writes_and_reads_parquet_on_s3(s3_endpoint):
+def test_local_session_writes_and_reads_parquet_on_s3_and_holds_no_secret(s3_bucket_m):
     """``df.write.mode("error").parquet("s3://...")`` commits through the magic committer: the
-    rows read back are the rows written; only data files and ``_SUCCESS`` remain."""
-    answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/local/x", "rows": 5000,
-                      "locations": [f"s3://{BUCKET}/local"]}, s3_env(s3_endpoint))
+    rows read back are the rows written; only data files and ``_SUCCESS`` remain. What Spark
+    shows (its settings, as the UI and event log would) and what ``ps`` shows of the driver's
+    processes carry neither the secret nor the access key ID."""
+    bucket = s3_bucket_m
+    answer = run_job({"action": "roundtrip", "url": bucket.url("local/x"), "rows": 5000,
+                      "locations": [bucket.url("local")]}, s3_env(bucket))
     assert answer.get("error") is None, answer["error"]
     assert answer["count"] == 5000 and answer["same_rows"]
     names = _user_files(answer["listing"])
@@ -101,12 +110,21 @@ def test_local_session_writes_and_reads_parquet_on_s3(s3_endpoint):
     # the session still maps the installation's archive of Spark's classes
     assert answer["maps_archive"] in (True, None)
 
+    assert answer["conf"]["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
+        "EnvironmentVariableCredentialsProvider")
+    secret, access_key = bucket.server.secret_key, bucket.server.access_key
+    assert not [key for key, value in answer["conf"].items() if secret in value]
+    assert not [line for line in answer["cmdlines"] if secret in line]
+    assert not [key for key, value in answer["conf"].items() if _names(value, access_key)]
+    assert not [line for line in answer["cmdlines"] if _names(line, access_key)]
+    assert any("hadoop-aws-3.5.0.jar" in line for line in answer["cmdlines"])  # the JVM's, seen
 
-def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_endpoint):
+
+def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_bucket_m):
     """S3 refuses the signature (403): S3A does not retry that, so the write fails in seconds,
     before any task, with one ``AccessDeniedException`` (in PySpark a ``Py4JJavaError``)."""
-    answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/wrong/x", "rows": 10,
-                      "locations": [f"s3://{BUCKET}"]}, s3_env(s3_endpoint, secret="not-the-secret"))
+    answer = run_job({"action": "roundtrip", "url": s3_bucket_m.url("wrong/x"), "rows": 10,
+                      "locations": [s3_bucket_m.url()]}, s3_env(s3_bucket_m, secret="not-the-secret"))
     assert answer.get("error_type"), answer
     print(f"\nwrong secret: {answer['error_type']} after {answer['error_s']:.1f} s: "
           f"{answer['error'][:600]}")
@@ -119,26 +137,15 @@ def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_endpoint):
     assert "Status Code: 403" in first_line, first_line
 
 
-def test_an_endpoint_that_does_not_answer_fails_in_seconds():
+def test_an_endpoint_that_does_not_answer_fails_in_seconds(s3_bucket_m):
     """Connection refused: the SDK's and S3A's retries are few (S3_RETRY_CONF), so the write
     fails in seconds, not after S3A's default minute of growing pauses."""
-    answer = run_job({"action": "roundtrip", "url": f"s3://{BUCKET}/none/x", "rows": 10,
-                      "locations": [f"s3://{BUCKET}"]}, s3_env(f"http://127.0.0.1:{_free_port()}"))
+    answer = run_job({"action": "roundtrip", "url": s3_bucket_m.url("none/x"), "rows": 10,
+                      "locations": [s3_bucket_m.url()]},
+                     s3_env(s3_bucket_m, endpoint=f"http://127.0.0.1:{_free_port()}"))
     assert answer.get("error_type"), answer
     assert answer["error_s"] < 30, answer
     assert ": java.net.ConnectException: getFileStatus on s3://" in answer["error"], answer["error"][:600]
-
-
-def test_the_secret_is_no_setting_and_on_no_command_line(s3_endpoint):
-    """What Spark shows (its settings, as the UI and event log would) and what ``ps`` shows of the
-    driver's processes carry neither the secret nor the access key ID."""
-    answer = run_job({"action": "session", "locations": [f"s3://{BUCKET}"]}, s3_env(s3_endpoint))
-    assert answer["conf"]["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
-        "EnvironmentVariableCredentialsProvider")
-    for secret in (SECRET_KEY, ACCESS_KEY):
-        assert not [key for key, value in answer["conf"].items() if secret in value]
-        assert not [line for line in answer["cmdlines"] if secret in line]
-    assert any("hadoop-aws-3.5.0.jar" in line for line in answer["cmdlines"])  # the JVM's, seen
 
 
 @pytest.mark.skipif(shutil.which("mvn") is None, reason="no Maven")
