@@ -279,11 +279,15 @@ def test_ui_backfills_of_both_dags_succeed_and_the_scheduler_stays_up(deployment
 
     broker, home = deployment["broker"], deployment["home"]
     started, t0 = time.monotonic(), datetime.now(UTC)
+    # The UI's pause toggle: both snapshots' asset events queue up and make one build when the
+    # DAG is unpaused (one Spark build, not one per snapshot; it runs beside the backfills).
+    api.json(f"/api/v2/dags/{BUILD_DAG}", "PATCH", {"is_paused": True})
     broker.create_topics(["orders", "payments"])
     trigger_and_wait(api, SNAPSHOT_DAG, 300)
     broker.delete_topics(["orders"])
     broker.create_topics([("orders", 2)])
     trigger_and_wait(api, SNAPSHOT_DAG, 300)
+    api.json(f"/api/v2/dags/{BUILD_DAG}", "PATCH", {"is_paused": False})
     # (the schedule, every 15 minutes, may add captures of its own)
     live = [r for r in store.read_runs() if r["source"] == "live" and r["captured_at"] > t0]
     assert len(live) >= 2 and live[-1]["topic_count"] == 3, live  # + __consumer_offsets

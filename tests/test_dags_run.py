@@ -24,9 +24,15 @@ pytestmark = [pytest.mark.airflow, pytest.mark.broker]
 DAGS_DIR = Path(__file__).resolve().parent.parent / "dags"
 
 
+_MIGRATED: list[str] = []  # the AIRFLOW_HOME whose DB this process migrated (conftest: one a process)
+
+
 @pytest.fixture(scope="module")
 def airflow_db():
-    """The test session's Airflow metadata DB (SQLite), migrated once."""
+    """The test session's Airflow metadata DB (SQLite), migrated once per process (the modules
+    that import this fixture share it: tests/test_acl_capture.py)."""
+    if _MIGRATED == [os.environ["AIRFLOW_HOME"]]:
+        return _MIGRATED[0]
     airflow = Path(sys.executable).parent / "airflow"
     out = subprocess.run(
         [str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300, check=False,
@@ -36,6 +42,7 @@ def airflow_db():
     from airflow import settings
 
     settings.configure_orm()
+    _MIGRATED[:] = [os.environ["AIRFLOW_HOME"]]
     return os.environ["AIRFLOW_HOME"]
 
 

@@ -37,9 +37,18 @@ def query(home: Path, *args: str, java: bool = True) -> subprocess.CompletedProc
 
 
 def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, monkeypatch):
+    """One server, started as the deployment starts it (its warm process too):
 
+    - one server per home; `topic-lineage query` uses it (no JVM of its own) and follows each
+      new publish; ``--version`` needs a local JVM; stopped, the query starts its own Spark
+      and DuckDB answers the same;
+    - it takes a token: a client without it, or with another, is refused with an
+      authentication error; the product's client (which reads the home's 0600 token file) is
+      served; without the file it fails naming the file; the token is on no command line, in
+      no file but its own, and kept for the next start (like the admin password)."""
     monkeypatch.setenv(spark_server.PORT_ENV, str(free_port()))
     monkeypatch.setenv("TOPIC_LINEAGE_DRIVER_MEMORY", "1g")  # the server's heap, not this JVM's
+    monkeypatch.delenv(spark_server.TOKEN_ENV, raising=False)
     store.save(snap(0, topic("orders", tid(1))), "live")
     build_and_publish(spark)
 
@@ -48,6 +57,45 @@ def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, mon
     try:
         assert spark_server.start()["pid"] == state["pid"]  # one server per home
         assert spark_server.remote_url() == f"sc://127.0.0.1:{state['port']}"
+
+        path = spark_server.token_path()
+        assert path.stat().st_mode & 0o777 == 0o600
+        token = spark_server.read_token()
+        assert len(token) >= 32
+        url = spark_server.remote_url()
+        assert url == f"sc://127.0.0.1:{state['port']}" and token not in url
+        lines = _command_lines(state["pid"])
+        assert any(spark_server.SERVER_CLASS in line for line in lines), lines  # the server's JVM
+        assert not [line for line in lines if token in line]
+
+        served = _client(tl_home, "product", url)
+        assert served.returncode == 0 and "rows 3" in served.stdout, served.stderr[-3000:]
+
+        without = _client(tl_home, "no-token", url)
+        assert without.returncode != 0 and "rows" not in without.stdout
+        assert "No authentication token provided" in without.stderr, without.stderr[-3000:]
+
+        wrong = _client(tl_home, ("y" if token[0] == "x" else "x") + token[1:], url)  # never the token
+        assert wrong.returncode != 0 and "rows" not in wrong.stdout
+        assert "Invalid authentication token" in wrong.stderr, wrong.stderr[-3000:]
+
+        # the product's client without the token file: an error that names the file
+        path.rename(path.with_name("moved"))
+        try:
+            missing = _client(tl_home, "product", url)
+        finally:
+            path.with_name("moved").rename(path)
+        assert missing.returncode != 0 and "rows" not in missing.stdout
+        assert f"cannot read the Spark Connect server's token {path}" in missing.stderr, \
+            missing.stderr[-3000:]
+
+        # a token file others can read is refused too, naming the file
+        path.chmod(0o644)
+        try:
+            with pytest.raises(spark_server.SparkServerError, match=f"{path} is readable by others"):
+                spark_server.read_token()
+        finally:
+            path.chmod(0o600)
 
         first = query(tl_home, java=False)
         assert first.returncode == 0, first.stderr[-3000:]
@@ -67,6 +115,11 @@ def test_query_uses_the_running_server_and_follows_publishes(tl_home, spark, mon
         assert spark_server.stop()
     assert spark_server.remote_url() is None
     assert not pid_alive(state["pid"])
+    # the token is in its file only (not in the server's log nor in its state file)
+    holding = [f for f in tl_home.rglob("*") if f.is_file() and token.encode() in f.read_bytes()]
+    assert holding == [path]
+    # the token is kept for the next start (like the admin password)
+    assert spark_server.read_token() == token
     # Without the server, the query starts its own local Spark and answers the same.
     local = query(tl_home)
     assert local.returncode == 0, local.stderr[-3000:]
@@ -204,61 +257,3 @@ def _command_lines(pid: int) -> list[str]:
         except OSError:  # ended meanwhile
             continue
     return lines
-
-
-def test_the_server_refuses_clients_without_its_token(tl_home, monkeypatch):
-    """The server started as the deployment starts it takes a token: a client without it, or
-    with another, is refused with an authentication error; the product's client (which reads
-    the home's 0600 token file) is served; without the file it fails naming the file; the
-    token is on no command line."""
-    monkeypatch.setenv(spark_server.PORT_ENV, str(free_port()))
-    monkeypatch.setenv("TOPIC_LINEAGE_DRIVER_MEMORY", "1g")
-    monkeypatch.setenv("TOPIC_LINEAGE_WARM", "off")  # not needed here
-    monkeypatch.delenv(spark_server.TOKEN_ENV, raising=False)
-    state = spark_server.start()
-    try:
-        path = spark_server.token_path()
-        assert path.stat().st_mode & 0o777 == 0o600
-        token = spark_server.read_token()
-        assert len(token) >= 32
-        url = spark_server.remote_url()
-        assert url == f"sc://127.0.0.1:{state['port']}" and token not in url
-        lines = _command_lines(state["pid"])
-        assert any(spark_server.SERVER_CLASS in line for line in lines), lines  # the server's JVM
-        assert not [line for line in lines if token in line]
-
-        served = _client(tl_home, "product", url)
-        assert served.returncode == 0 and "rows 3" in served.stdout, served.stderr[-3000:]
-
-        without = _client(tl_home, "no-token", url)
-        assert without.returncode != 0 and "rows" not in without.stdout
-        assert "No authentication token provided" in without.stderr, without.stderr[-3000:]
-
-        wrong = _client(tl_home, ("y" if token[0] == "x" else "x") + token[1:], url)  # never the token
-        assert wrong.returncode != 0 and "rows" not in wrong.stdout
-        assert "Invalid authentication token" in wrong.stderr, wrong.stderr[-3000:]
-
-        # the product's client without the token file: an error that names the file
-        path.rename(path.with_name("moved"))
-        try:
-            missing = _client(tl_home, "product", url)
-        finally:
-            path.with_name("moved").rename(path)
-        assert missing.returncode != 0 and "rows" not in missing.stdout
-        assert f"cannot read the Spark Connect server's token {path}" in missing.stderr, \
-            missing.stderr[-3000:]
-
-        # a token file others can read is refused too, naming the file
-        path.chmod(0o644)
-        try:
-            with pytest.raises(spark_server.SparkServerError, match=f"{path} is readable by others"):
-                spark_server.read_token()
-        finally:
-            path.chmod(0o600)
-    finally:
-        assert spark_server.stop()
-    # the token is in its file only (not in the server's log nor in its state file)
-    holding = [f for f in tl_home.rglob("*") if f.is_file() and token.encode() in f.read_bytes()]
-    assert holding == [path]
-    # the token is kept for the next start (like the admin password)
-    assert spark_server.read_token() == token

@@ -14,76 +14,51 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = (
-    "from topic_lineage.spark import get_spark\n"
-    "s = get_spark('probe', master='local[1]')\n"
-    "print(s.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())\n"
-    "s.stop()\n"
-)
-
-
-def test_driver_heap_comes_from_the_environment_whoever_starts_the_jvm():
-    """A JVM keeps the heap it started with, so the first get_spark() of a process (a command or
-    an in-process Airflow task, not only the build) must size it: 3g asked, about 3 GiB given."""
-    env = dict(os.environ, TOPIC_LINEAGE_DRIVER_MEMORY="3g")
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    max_heap = int(done.stdout.strip().splitlines()[-1])
-    assert 2.5 * 2**30 < max_heap <= 3 * 2**30
-
-
-
-
-JVM_CALLS = (
-    "import json\nimport py4j.java_gateway as gateway\n"
+    "import json, sys\nimport py4j.java_gateway as gateway\n"
     "from pyspark.sql import functions as F\n"
     "from topic_lineage.spark import get_spark\n"
-    "s = get_spark('probe', master='local[1]')\n"
+    "s = get_spark('probe', master='local[1]', quick_jit=sys.argv[1] == 'quick')\n"
+    "jvm = s.sparkContext._jvm\n"
+    "heap = jvm.java.lang.Runtime.getRuntime().maxMemory()\n"
+    "arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()"
+    ".getInputArguments())\n"
     "df = s.range(3)\n"
     "df.select(F.col('id'))\n"  # the first call reads the setting, once per process
     "calls = []\n"
     "call = gateway.JavaMember.__call__\n"
     "gateway.JavaMember.__call__ = lambda self, *a: calls.append(self.name) or call(self, *a)\n"
     "df.select((F.col('id') + F.lit(1)).alias('n'))\n"
-    "print(json.dumps(calls))\n"
-    "s.stop()\n"
-)
-
-
-def test_column_functions_do_not_report_their_call_site_to_the_jvm():
-    """A session from get_spark does not record each Column function's Python call site in the
-    JVM (five round trips per call, issue #24): building an expression and a select is a few
-    calls, none of them PySparkCurrentOrigin's set or clear."""
-    done = subprocess.run([sys.executable, "-c", JVM_CALLS], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    calls = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "set" not in calls and "clear" not in calls
-    assert len(calls) <= 8, calls
-
-
-JVM_ARGUMENTS = (
-    "import sys\n"
-    "from topic_lineage.spark import get_spark\n"
-    "s = get_spark('probe', master='local[1]', quick_jit=sys.argv[1] == 'quick')\n"
-    "print(list(s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()"
-    ".getInputArguments()))\n"
+    "gateway.JavaMember.__call__ = call\n"
+    "print(json.dumps({'heap': heap, 'arguments': [str(a) for a in arguments], 'calls': calls}))\n"
     "s.stop()\n"
 )
 
 
 @pytest.mark.parametrize("mode", ["quick", "default"])
-def test_quick_jit_reaches_the_driver_jvm_only_when_asked(mode):
-    """``get_spark(quick_jit=True)`` starts the driver's JVM with C1 only (issue #24); without it
-    the JVM keeps HotSpot's optimizing compiler (a long-lived server or a test session)."""
+def test_the_driver_jvm_as_get_spark_starts_it(mode):
+    """What the first get_spark() of a process (a command or an in-process Airflow task, not
+    only the build) gives its driver JVM, one JVM per mode:
+
+    - the heap comes from the environment: a JVM keeps the heap it started with, so 3g asked is
+      about 3 GiB given;
+    - ``quick_jit=True`` starts it with C1 only (issue #24); without it the JVM keeps HotSpot's
+      optimizing compiler (a long-lived server or a test session); UTC either way;
+    - Column functions do not report their Python call site to the JVM (five round trips per
+      call, issue #24): building an expression and a select is a few calls, none of them
+      PySparkCurrentOrigin's set or clear."""
     from topic_lineage.spark import QUICK_JIT_OPTION
 
-    done = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS, mode], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, check=False)
+    env = dict(os.environ, TOPIC_LINEAGE_DRIVER_MEMORY="3g")
+    done = subprocess.run([sys.executable, "-c", PROBE, mode], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    arguments = done.stdout.strip().splitlines()[-1]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert 2.5 * 2**30 < seen["heap"] <= 3 * 2**30
+    arguments = " ".join(seen["arguments"])
     assert "-Duser.timezone=UTC" in arguments
     assert (QUICK_JIT_OPTION in arguments) == (mode == "quick")
+    assert "set" not in seen["calls"] and "clear" not in seen["calls"]
+    assert len(seen["calls"]) <= 8, seen["calls"]
 
 
 def test_quick_jit_is_for_small_stores_and_follows_the_small_input_switch(monkeypatch):

@@ -10,6 +10,7 @@ these tests need one on the standalone master. The cluster is started once for t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -53,13 +54,17 @@ def _stop_any_context() -> None:
 
 @pytest.fixture(scope="module")
 def finished_cluster(tmp_path_factory):
-    """Start the cluster, run the placement job on it, note every process it consists of while
-    the job's executors still run, then leave the context manager. Returns what was seen."""
+    """Start the cluster (its master's first two ports taken by another process meanwhile),
+    run the placement job on it, note every process it consists of while the job's executors
+    still run, then leave the context manager. Returns what was seen."""
     from topic_lineage.spark import get_spark
 
     _stop_any_context()
     seen: dict = {"work_dir": tmp_path_factory.mktemp("standalone")}
-    with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=seen["work_dir"]) as cluster:
+    with _squatted_master_ports() as taken, standalone_cluster(
+            workers=2, cores_per_worker=1, memory="1g", work_dir=seen["work_dir"]) as cluster:
+        seen.update(squatted_port=taken, web_ui=cluster.web_ui,
+                    workers_state=[w["state"] for w in cluster.state()["workers"]])
         seen.update(master_url=cluster.master_url, ports=list(cluster.ports),
                     daemons={name: proc.pid for name, proc in cluster.processes.items()})
         spark = get_spark("standalone-test", master=cluster.master_url,
@@ -188,10 +193,11 @@ def _processes_in(work_dir) -> list[tuple[int, str]]:
     return found
 
 
-def test_ports_taken_before_the_master_binds_them_are_stepped_over(tmp_path, monkeypatch):
-    """A port found free may be taken before the master binds it (here by a web server that
-    answers every path with a page): the master binds the next ones, and the cluster's URLs are
-    the ones it reports, so the workers register and ``state()`` reads the master's JSON."""
+@contextlib.contextmanager
+def _squatted_master_ports():
+    """A port found free may be taken before the master binds it: here by a web server that
+    answers every path with a page, on the port the cluster's next two free-port picks (the
+    master's RPC and web UI ports; the workers' are free) return. Yields that port."""
     import http.server
     import threading
 
@@ -210,14 +216,24 @@ def test_ports_taken_before_the_master_binds_them_are_stepped_over(tmp_path, mon
     squatter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=squatter.serve_forever, daemon=True).start()
     taken = squatter.server_address[1]
-    chosen = iter([taken, taken])  # the master's RPC and web UI ports; the workers' are free
+    chosen = iter([taken, taken])
     free = standalone._free_port
-    monkeypatch.setattr(standalone, "_free_port", lambda: next(chosen, None) or free())
+    standalone._free_port = lambda: next(chosen, None) or free()
     try:
-        with standalone_cluster(workers=1, memory="512m", work_dir=tmp_path, timeout_s=90) as cluster:
-            assert cluster.master_url != f"spark://127.0.0.1:{taken}"
-            assert cluster.web_ui != f"http://127.0.0.1:{taken}"
-            assert [w["state"] for w in cluster.state()["workers"]] == ["ALIVE"]
+        yield taken
     finally:
+        standalone._free_port = free
         squatter.shutdown()
-    assert _processes_in(tmp_path) == []
+
+
+def test_ports_taken_before_the_master_binds_them_are_stepped_over(finished_cluster):
+    """The module's cluster started with its master's ports taken (:func:`_squatted_master_ports`):
+    the master bound the next ones, and the cluster's URLs are the ones it reports, so the
+    workers registered and ``state()`` read the master's JSON; leaving the context left no
+    process behind (:func:`test_leaving_the_context_ends_every_process`)."""
+    seen = finished_cluster
+    taken = seen["squatted_port"]
+    assert seen["master_url"] != f"spark://127.0.0.1:{taken}"
+    assert seen["web_ui"] != f"http://127.0.0.1:{taken}"
+    assert seen["workers_state"] == ["ALIVE", "ALIVE"]
+    assert _processes_in(seen["work_dir"]) == []
