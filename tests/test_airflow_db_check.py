@@ -105,3 +105,21 @@ def test_airflow_cli_with_the_database_stopped_says_to_start_it(tmp_path, monkey
         check=False,
     )
     assert version.returncode == 0, version.stderr[-3000:]
+
+
+def test_start_serves_on_a_free_port_when_the_set_up_one_was_taken_since(tmp_path, monkeypatch, capsys):
+    """Two deployments set up at once both chose 8080: the second to start must not take the
+    first's API for its own (its health check would pass) but serve on a free port, saved."""
+    from topic_lineage.local import supervisor
+
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / "home"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        state = {"port": port, "postgres_port": 5432, "postgres_password": "p", "fernet_key": "k"}
+        supervisor._save_state(state)
+        moved = supervisor._api_port(state)
+        assert moved != port and supervisor.load_state()["port"] == moved
+        assert f"port {port} is busy; Airflow's API serves on port {moved}" in capsys.readouterr().out
+    assert supervisor._api_port(state) == moved  # free: kept

@@ -400,6 +400,7 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
     logs = airflow_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     write_local_settings()  # a home set up before it existed gets it too
+    _api_port(state)
     _start_database(state)  # left running for the components; stop() ends it
     env = _full_env(state)
     binary = str(Path(sys.executable).parent / "airflow")
@@ -428,6 +429,17 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
         time.sleep(2)
     stop()
     raise AirflowSetupError(f"Airflow API did not answer on {url} within {wait_s:g}s; see {logs}")
+
+
+def _api_port(state: dict) -> int:
+    """The port the api-server will serve on: the one set up, or a free one when it was taken
+    since (another deployment's API would answer the health check while this api-server failed
+    to bind: two deployments set up at once both chose 8080). A new port is saved and said."""
+    if not _port_free(state["port"]):
+        busy, state["port"] = state["port"], _free_port(0)
+        _save_state(state)
+        print(f"port {busy} is busy; Airflow's API serves on port {state['port']}", flush=True)
+    return state["port"]
 
 
 def _running_pids() -> dict[str, int]:
