@@ -1,5 +1,6 @@
 """The benchmark command at ``--quick`` sizes, so the benchmark code cannot rot: it must produce
-every figure, and the Spark build must give exactly the rows of the DuckDB reference."""
+every figure, and the Spark build must give exactly the rows of the DuckDB reference. The capture
+is measured at one size (100 topics, one broker): what it captures is proved by test_capture.py."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_quick_benchmark_reports_every_figure_and_identical_rows(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [sys.executable, "-m", "tests.benchmarks.run_all", "--quick", "--json-out", str(out)],
+        [sys.executable, "-m", "tests.benchmarks.run_all", "--quick", "--capture-sizes", "100",
+         "--json-out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=3500, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(out.read_text())
 
-    assert [c["topics"] for c in result["capture"]] == [100, 300]
+    assert [c["topics"] for c in result["capture"]] == [100]
     for c in result["capture"]:
         assert c["capture_s"] > 0 and c["bare_describe_s"] > 0 and c["ratio"] > 0
         assert c["capture_topics_per_s"] > 0

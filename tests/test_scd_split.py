@@ -49,30 +49,40 @@ def _manifest(home: Path, version: str) -> dict:
     return json.loads((home / "warehouse" / "versions" / version / "manifest.json").read_text())
 
 
+def _build_in_process(spark, monkeypatch, *, full_refresh: bool, range_bytes: int) -> str:
+    """The same build as the command's (validated, then published unless the published version
+    has the same tables) in this process, on the module's Spark session: the range size is read
+    by the driver, so the environment here sets it."""
+    from topic_lineage.pipeline import run_build
+
+    monkeypatch.setenv(walk_job.RANGE_BYTES_ENV, str(range_bytes))
+    return run_build(spark, full_refresh=full_refresh).version
+
+
 @pytest.mark.spark
-def test_a_big_cluster_is_walked_in_ranges_with_the_rows_of_one_walk(tmp_path, monkeypatch):
+def test_a_big_cluster_is_walked_in_ranges_with_the_rows_of_one_walk(tl_home, spark, monkeypatch):
     """A cluster larger than the range size is diffed by a task per range and walked by one more;
     its tables equal those of the cluster walked in one task, after a full refresh and after an
-    incremental build that continues the split walk with new snapshots."""
+    incremental build that continues the split walk with new snapshots. The first build is the
+    command a user runs (one JVM of its own); the others run in process, on the module's session."""
     from tests.benchmarks.datagen import History
 
-    home = tmp_path / "home"
-    monkeypatch.setenv(t.HOME_ENV, str(home))
+    home = tl_home
     history = History(topics=60, clusters=1, seed=7, incomplete=((0, 6),), describe_errors=((0, 9),))
     history.store_rounds(0, 24)  # the glitch round (3): a broken listing, held then confirmed
     split = _build(home, "--full-refresh", range_bytes=20_000)
     ranges = next(iter(_manifest(home, split)["walk_tasks"].values()))["ranges"]
     assert len(ranges) >= 3 and sum(r["snapshots"] for r in ranges) == 24, ranges
-    whole = _build(home, "--full-refresh", range_bytes=10**12)
+    whole = _build_in_process(spark, monkeypatch, full_refresh=True, range_bytes=10**12)
     assert "ranges" not in next(iter(_manifest(home, whole)["walk_tasks"].values()))
     for table in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, t.TOPIC_SNAPSHOTS):
         assert _rows(home, split, table) == _rows(home, whole, table), table
 
     history.store_rounds(24, 40)
-    continued = _build(home, range_bytes=20_000)
+    continued = _build_in_process(spark, monkeypatch, full_refresh=False, range_bytes=20_000)
     summary = next(iter(_manifest(home, continued)["walk_tasks"].values()))
     assert summary["continued"] and summary["snapshots"] == 16 and len(summary["ranges"]) >= 2, summary
-    again = _build(home, "--full-refresh", range_bytes=10**12)
+    again = _build_in_process(spark, monkeypatch, full_refresh=True, range_bytes=10**12)
     for table in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, t.TOPIC_SNAPSHOTS):
         assert _rows(home, continued, table) == _rows(home, again, table), table
 
