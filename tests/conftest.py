@@ -265,13 +265,13 @@ _LONGEST_FIRST = (  # by their measured times in a full run (CI rehearsal of 2f4
     "test_object_store_faults.py",  # 152 + 80 + 61
     "test_benchmarks_quick.py",  # 275
     "test_airflow_local_deployment.py",  # 149 + 62 (setup) + ...
+    "test_catalog_maintenance.py",  # 190 (rehearsal of e0978fe)
     "test_object_store_home.py",  # 128 + 85 + ... (5-6 min alone)
     "test_airflow_object_store.py",  # 187 + 57 (setup)
     "test_object_store_references.py",  # 454 alone at load 4-7 (four builds, three local builds)
     "test_faults.py",  # 71 + 48 + ... (about 5 min in earlier rounds)
     "test_spark_standalone.py",  # 128 (setup) + 19 + 25 + 14 in the fast tier: its longest file, early there
     "test_iceberg_published.py",  # 127 + 96
-    "test_iceberg_peers_s3.py",  # 98 (setup) + ... (6 min alone on a busy machine)
     "test_spark_server.py",  # 82 + 58 + ...
     "test_capture.py",  # 103 + ...
     "test_bench_dbt.py",  # 156
@@ -287,6 +287,7 @@ _LONGEST_FIRST = (  # by their measured times in a full run (CI rehearsal of 2f4
     "test_scd_order.py",
     "test_cli.py",
     "test_scd_properties.py",
+    "test_scd_split.py",
     "test_quality_in_process.py",  # 34 + 33 + 30 in the fast tier
     "test_query_engines.py",  # 51 in the fast tier
     "test_spark_session.py",  # 48 + 20 + 20 in the fast tier
