@@ -53,17 +53,20 @@ def test_walk_equals_the_reference(ingested):
     assert walked(ingested) == reference_tables(ingested, POLICY)
 
 
+def one_after_another(parts) -> list:
+    """Several histories of one cluster as one, each shifted 10 hours after the one before."""
+    return [snap(number * 10 + s.captured_at.hour, *s.topics, complete=s.complete, cluster=s.cluster_id,
+                 alias=s.cluster_alias)
+            for number, part in enumerate(parts) for s in part]
+
+
 @_SETTINGS
 @given(st.lists(cluster_history("Q2x1c3RlcjAwAAAAAAAAAA"), min_size=1, max_size=4),
        st.integers(1, 6), st.sampled_from([0.0, 0.3, 0.5, 0.8]))
 def test_walk_equals_the_reference_on_long_histories(parts, min_count, ratio):
     """Several histories of one cluster one after another (hours shifted), with other R3
     thresholds: holds, confirmations and displacements across long gaps."""
-    snapshots = []
-    for number, part in enumerate(parts):
-        for s in part:
-            snapshots.append(snap(number * 10 + (s.captured_at.hour), *s.topics, complete=s.complete,
-                                  cluster=s.cluster_id, alias=s.cluster_alias))
+    snapshots = one_after_another(parts)
     policy = HoldPolicy(ratio=ratio, min_count=min_count)
     assert walked(snapshots, policy) == reference_tables(snapshots, policy)
 
@@ -212,11 +215,7 @@ def test_a_split_walk_equals_the_reference(ingested, size, choose):
        st.randoms(use_true_random=False))
 def test_a_split_walk_equals_the_reference_on_long_histories(parts, min_count, ratio, size, choose):
     """The same on long histories of one cluster with other R3 thresholds."""
-    snapshots = []
-    for number, part in enumerate(parts):
-        for s in part:
-            snapshots.append(snap(number * 10 + (s.captured_at.hour), *s.topics, complete=s.complete,
-                                  cluster=s.cluster_id, alias=s.cluster_alias))
+    snapshots = one_after_another(parts)
     policy = HoldPolicy(ratio=ratio, min_count=min_count)
     assert split_walked(snapshots, size, choose, policy) == reference_tables(snapshots, policy)
 

@@ -32,6 +32,7 @@ import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -212,20 +213,18 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
     for what changed between snapshots."""
     if not tasks:
         return []
-    plan = [part for task in sorted(tasks, key=lambda task: (-task.input_bytes, task.cluster_id))
-            for part in split_task(task)]
-    plan.sort(key=lambda task: -task.input_bytes)  # largest first
+    parts = {task.cluster_id: split_task(task) for task in tasks}
+    plan = sorted((part for ranges in parts.values() for part in ranges),
+                  key=lambda task: (-task.input_bytes, task.cluster_id))  # largest first
     started = time.monotonic()
-    summaries = _run_job(spark, plan, [(task.cluster_id, task.part) for task in plan])
+    summaries = _run_job(spark, plan)
     first_job = round(time.monotonic() - started, 3)
     walks = [WalkTask(
-        cluster_id=task.cluster_id,
-        steps=tuple(p.steps_out for p in sorted((p for p in plan if p.cluster_id == task.cluster_id),
-                                                 key=lambda p: p.part)),
+        cluster_id=task.cluster_id, steps=tuple(p.steps_out for p in parts[task.cluster_id]),
         base_state=task.base_state if task.continue_after else None,
         version=task.version, out=task.out, state_out=task.state_out, policy=task.policy, home=task.home,
         snapshots=len(task.paths) - task.continue_after, first_file=next(iter(task.paths[task.continue_after:]), None),
-    ) for task in tasks if len(split_task(task)) > 1]
+    ) for task in tasks if len(parts[task.cluster_id]) > 1]
     if not walks:
         return summaries
     ranges = {}
@@ -233,7 +232,7 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
         if summary["part"] is not None:
             ranges.setdefault(summary["cluster_id"], []).append(summary)
     started = time.monotonic()
-    walked = _run_job(spark, walks, [(w.cluster_id, None) for w in walks])
+    walked = _run_job(spark, walks)
     second_job = round(time.monotonic() - started, 3)
     for summary in walked:
         summary["jobs_seconds"] = [first_job, second_job]  # the diffs (and whole clusters), the walks
@@ -246,14 +245,14 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
     return [s for s in summaries if s["part"] is None] + walked
 
 
-def _run_job(spark, plan: list, expected: list[tuple]) -> list[dict]:
+def _run_job(spark, plan: list) -> list[dict]:
     """Run one task per element of ``plan``; their summaries."""
     from topic_lineage.store import CorruptSnapshotFileError
 
     job = spark.range(0, len(plan), 1, len(plan)).mapInArrow(partial(_run_tasks, plan), SUMMARY_DDL)
     summaries = job.toArrow().to_pylist()
     reported = sorted((s["cluster_id"], s["part"]) for s in summaries)
-    planned = sorted((c, None if p is None or _whole(plan, c) else str(p)) for c, p in expected)
+    planned = sorted((task.cluster_id, _part(task)) for task in plan)
     if reported != planned:
         raise RuntimeError(f"the walk job reported {reported}, planned {planned}")
     for summary in summaries:
@@ -264,8 +263,9 @@ def _run_job(spark, plan: list, expected: list[tuple]) -> list[dict]:
     return summaries
 
 
-def _whole(plan: list, cluster_id: str) -> bool:
-    return all(not isinstance(task, ClusterTask) or task.parts == 1 for task in plan if task.cluster_id == cluster_id)
+def _part(task) -> str | None:
+    """The range a task diffs (its summary's ``part``); None for a cluster's whole walk."""
+    return str(task.part) if isinstance(task, ClusterTask) and task.parts > 1 else None
 
 
 def _working_copy_path(name: str) -> Path:
@@ -298,8 +298,7 @@ def _run_tasks(plan: list, batches):
 def _summary(task, snapshots: int, first_file: str | None, continued: bool) -> dict:
     import socket
 
-    return {"cluster_id": task.cluster_id,
-            "part": str(task.part) if isinstance(task, ClusterTask) and task.parts > 1 else None,
+    return {"cluster_id": task.cluster_id, "part": _part(task),
             "snapshots": snapshots, "first_file": first_file, "walked": 0, "continued": continued,
             "host": socket.gethostname(), "pid": os.getpid(), "executor": executor_of_this_worker()[1],
             "error_path": None, "error": None}
@@ -313,38 +312,52 @@ def _finish(summary: dict, started: float) -> dict:
     return summary
 
 
+@contextmanager
+def _reported(summary: dict):
+    """A task's failure it can name, as its summary's error (for the driver to raise), not as a
+    task failure Spark would retry: a stored file it cannot read, or a WalkTaskError."""
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    try:
+        yield
+    except CorruptSnapshotFileError as exc:
+        summary.update(error_path=str(exc.path), error=exc.reason)
+    except WalkTaskError as exc:
+        summary.update(error=str(exc))
+
+
+def _each_snapshot(home, task: ClusterTask, files: list[str], cores: int, summary: dict, take) -> None:
+    """``take(path, head, topics)`` of each snapshot file in order, its new observations written
+    to the version's ``topic_snapshots`` and counted in the summary."""
+    out = home.name_of(task.out)
+    with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
+        for path, rows, is_new in _read_ahead(home, files, [task.is_new(f) for f in files], cores):
+            if is_new:
+                observations.add(rows)
+            head, topics = _snapshot_of(task.cluster_id, path, rows)
+            take(path, head, topics)
+            summary["walked"] += topics.num_rows
+
+
 def walk_cluster(task: ClusterTask) -> dict:
     """Walk one cluster and write its part of the version (in a task: see the module docstring)."""
     from topic_lineage import storage
-    from topic_lineage.store import CorruptSnapshotFileError
 
     started = time.monotonic()
     home = storage.at(task.home)
-    out = home.name_of(task.out)
     walk_ = None
     if task.base_state is not None:
         walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
     first = task.continue_after if walk_ is not None else 0
     if walk_ is None:
         walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
-    cores = _task_cpus()
     summary = _summary(task, 0, None, first > 0)
-    try:
+    with _reported(summary):
         files = task.span.files(home)[first:]
-        observe = [task.is_new(name) for name in files]
         summary.update(snapshots=len(files), first_file=next(iter(files), None))
-        with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
-            for path, rows, is_new in _read_ahead(home, files, observe, cores):
-                if is_new:
-                    observations.add(rows)
-                head, topics = _snapshot_of(walk_.cluster_id, path, rows)
-                _walk(walk_, path, lambda: walk_.snapshot(head, topics))  # noqa: B023 - called here
-                summary["walked"] += topics.num_rows
-    except CorruptSnapshotFileError as exc:
-        summary.update(error_path=str(exc.path), error=exc.reason)
-    except WalkTaskError as exc:
-        summary.update(error=str(exc))
-    else:
+        _each_snapshot(home, task, files, _task_cpus(), summary,
+                       lambda path, head, topics: _walk(walk_, path, lambda: walk_.snapshot(head, topics)))
+    if summary["error"] is None:
         _write_walk(home, task, walk_)
     return _finish(summary, started)
 
@@ -369,11 +382,10 @@ def diff_range(task: ClusterTask) -> dict:
 
     started = time.monotonic()
     home = storage.at(task.home)
-    out = home.name_of(task.out)
     cores = _task_cpus()
     summary = _summary(task, 0, None, False)
     steps = []
-    try:
+    with _reported(summary):
         files = task.span.files(home)
         summary.update(snapshots=len(files), first_file=next(iter(files), None))
         previous, newest = None, None
@@ -382,22 +394,17 @@ def diff_range(task: ClusterTask) -> dict:
             head, previous = _snapshot_of(task.cluster_id, task.previous, rows)
             newest = head[t.CAPTURED_AT]
         differ = walk.Differ(previous)
-        with _ObservationWriter(home, f"{out}/{t.TOPIC_SNAPSHOTS}", task, cores) as observations:
-            for path, rows, is_new in _read_ahead(home, files, [task.is_new(f) for f in files], cores):
-                if is_new:
-                    observations.add(rows)
-                head, topics = _snapshot_of(task.cluster_id, path, rows)
-                if newest is not None and head[t.CAPTURED_AT] <= newest:  # what the walk would say
-                    error = walk.order_error(task.cluster_id, head[t.CAPTURED_AT], newest)
-                    raise CorruptSnapshotFileError(path, f"{error} (its file name gives another time)")
-                newest = head[t.CAPTURED_AT]
-                steps.append(differ.step(head, topics))
-                summary["walked"] += topics.num_rows
-    except CorruptSnapshotFileError as exc:
-        summary.update(error_path=str(exc.path), error=exc.reason)
-    except WalkTaskError as exc:
-        summary.update(error=str(exc))
-    else:
+
+        def take(path, head, topics) -> None:
+            nonlocal newest
+            if newest is not None and head[t.CAPTURED_AT] <= newest:  # what the walk would say
+                error = walk.order_error(task.cluster_id, head[t.CAPTURED_AT], newest)
+                raise CorruptSnapshotFileError(path, f"{error} (its file name gives another time)")
+            newest = head[t.CAPTURED_AT]
+            steps.append(differ.step(head, topics))
+
+        _each_snapshot(home, task, files, cores, summary, take)
+    if summary["error"] is None:
         home.write_bytes(home.name_of(task.steps_out), encode_steps(steps))
     return _finish(summary, started)
 
@@ -406,7 +413,6 @@ def walk_steps(task: WalkTask) -> dict:
     """The second pass of a split cluster: walk its ranges' steps in time order (continuing the
     base's saved walk when given), write its part of the version, remove the steps."""
     from topic_lineage import storage
-    from topic_lineage.store import CorruptSnapshotFileError
 
     started = time.monotonic()
     home = storage.at(task.home)
@@ -419,15 +425,11 @@ def walk_steps(task: WalkTask) -> dict:
                             "cannot be read; run topic-lineage build --full-refresh")
         return _finish(summary, started)
     walk_ = walk_ or walk.ClusterWalk(task.cluster_id, task.policy)
-    try:
+    with _reported(summary):
         for name in task.steps:
             for step in decode_steps(_read(home, name)):
                 _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
-    except CorruptSnapshotFileError as exc:
-        summary.update(error_path=str(exc.path), error=exc.reason)
-    except WalkTaskError as exc:
-        summary.update(error=str(exc))
-    else:
+    if summary["error"] is None:
         _write_walk(home, task, walk_)
         home.remove([home.name_of(name) for name in task.steps])
     return _finish(summary, started)
