@@ -19,6 +19,7 @@ figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -166,6 +167,25 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         finish(doc, args, work)
     return status or (0 if doc.get("cross_check", {}).get("identical", True) else 1)
+
+
+@contextlib.contextmanager
+def steps_of(doc: dict, args: argparse.Namespace, work: Path, name: str):
+    """The block of a comparing benchmark's steps: a step that fails is logged and named in the
+    document (``error``), which is printed (:func:`finish`) either way. :func:`compared_status`
+    is then its exit status."""
+    try:
+        yield
+    except Exception as failed:  # noqa: BLE001 - the document names the failed step; exit 1
+        log(f"{name}: {type(failed).__name__}: {failed}")
+        doc["error"] = f"{type(failed).__name__}: {failed}"
+    finally:
+        finish(doc, args, work)
+
+
+def compared_status(doc: dict) -> int:
+    """0 when no step failed and the versions compared identical, else 1."""
+    return 0 if "error" not in doc and doc.get("comparison", {}).get("identical") else 1
 
 
 def finish(doc: dict, args: argparse.Namespace, work: Path) -> None:

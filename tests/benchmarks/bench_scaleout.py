@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.bench_scale import StepFailed, finish, generate, stored
+from tests.benchmarks.bench_scale import StepFailed, compared_status, generate, steps_of, stored
 from tests.benchmarks.run_all import PY, PeakRss, log, run_measured, spark_env, utc_now
 
 QUICK = {"topics": 800, "rounds": 24, "clusters": 8}
@@ -168,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TOPIC_LINEAGE_HOME"] = str(home)
     doc: dict = {"work": str(work), "topics": topics, "rounds": rounds, "clusters": clusters,
                  "seed": args.seed, "cpus": os.cpu_count(), "started_at": utc_now()}
-    status = 0
-    try:
+    with steps_of(doc, args, work, "scaleout"):
         if args.reuse_store:
             doc["generate"] = stored(home)
             shutil.rmtree(home / "warehouse", ignore_errors=True)
@@ -211,13 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["comparison"]["seconds"] = round(time.perf_counter() - started, 1)
         log(f"scaleout: outputs identical: {doc['comparison']['identical']} "
             f"({ {k: v['rows'] for k, v in doc['comparison'].items() if isinstance(v, dict) and 'rows' in v} })")
-    except Exception as failed:  # noqa: BLE001 - the document names the failed step; exit 1
-        log(f"scaleout: {type(failed).__name__}: {failed}")
-        doc["error"] = f"{type(failed).__name__}: {failed}"
-        status = 1
-    finally:
-        finish(doc, args, work)
-    return status or (0 if doc.get("comparison", {}).get("identical") else 1)
+    return compared_status(doc)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.bench_scale import StepFailed, finish, generate, stored
+from tests.benchmarks.bench_scale import compared_status, generate, steps_of, stored
 from tests.benchmarks.bench_scaleout import build, compare, on_standalone
 from tests.benchmarks.run_all import log, utc_now
 
@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TOPIC_LINEAGE_HOME"] = str(home)
     doc: dict = {"work": str(work), "topics": args.topics, "rounds": args.rounds, "clusters": 1,
                  "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "started_at": utc_now()}
-    status = 0
-    try:
+    with steps_of(doc, args, work, "split"):
         if args.reuse_store:
             doc["generate"] = stored(home)
             shutil.rmtree(home / "warehouse", ignore_errors=True)
@@ -93,13 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{doc.get('ratio_one_task_local1_to_split_local2')}")
         doc["comparison"] = compare(home / "warehouse" / "versions", list(runs))
         log(f"split: outputs identical: {doc['comparison']['identical']}")
-    except (StepFailed, Exception) as failed:  # noqa: BLE001 - the document names the failed step
-        log(f"split: {type(failed).__name__}: {failed}")
-        doc["error"] = f"{type(failed).__name__}: {failed}"
-        status = 1
-    finally:
-        finish(doc, args, work)
-    return status or (0 if doc.get("comparison", {}).get("identical") else 1)
+    return compared_status(doc)
 
 
 if __name__ == "__main__":
