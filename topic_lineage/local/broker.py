@@ -73,8 +73,12 @@ def free_port() -> int:
 
 def new_cluster_id() -> str:
     """A random Kafka UUID in Kafka's text form (URL-safe base64, no padding), as
-    ``kafka-storage.sh random-uuid`` prints one."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    ``kafka-storage.sh random-uuid`` prints one: like Kafka's ``Uuid.randomUuid``, never one whose
+    text starts with ``-``, which a command line would take for an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _die_with_parent_preexec():
@@ -361,7 +365,8 @@ class LocalBroker:
 
     def _format(self, java: str, libs: Path) -> None:
         began = time.monotonic()
-        command = self._jvm(java, libs, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+        command = self._jvm(java, libs, "kafka.tools.StorageTool", "format",
+                            f"--cluster-id={self.cluster_id}",  # one starting with '-' is no option
                             "-c", str(self.work_dir / "server.properties"), heap="256m")
         result = subprocess.run(command, capture_output=True, text=True, check=False,
                                 stdin=subprocess.DEVNULL, timeout=self.startup_timeout_s)
