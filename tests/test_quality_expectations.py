@@ -23,6 +23,8 @@ from quality_rows import (
     ID_A,
     ID_B,
     NOW,
+    PANDAS,
+    SPARK,
     at,
     frame_on,
     group_incarnation,
@@ -44,9 +46,11 @@ STANDARD_BASE64_ID = "b8tRS7h4TJ2Vt43Dp85v2+"  # librdkafka's alphabet: must be 
 DEFAULT = GateConfig(max_age=timedelta(hours=24), max_error_share=0.5)
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=[pytest.param(SPARK, marks=pytest.mark.slow), PANDAS])
 def engine(request) -> str:
-    """The engine a test validates on: every test that takes it runs on Spark and on pandas."""
+    """The engine a test validates on: every test that takes it runs on Spark and on pandas.
+    The fast tier runs these on pandas only: there, every expectation's cases still run on both
+    engines and are compared (test_both_engines_give_the_same_verdicts_and_offending_rows)."""
     return request.param
 
 

@@ -75,6 +75,7 @@ def test_quick_jit_is_for_small_stores_and_follows_the_small_input_switch(monkey
     assert quick_jit_for(2**20) and not quick_jit_for(2**20 + 1)
 
 
+@pytest.mark.slow  # two Spark builds for one JVM option: not in the fast tier
 def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
     """`topic-lineage build` over a small store starts its JVM with the quick JIT; with the
     small-input settings off it does not. Read from the Spark event log of each build."""

@@ -111,6 +111,7 @@ def _small_store(home):
     return home
 
 
+@pytest.mark.slow  # the module's cluster (a master and two workers): not in the fast tier
 def test_a_build_walks_its_clusters_on_the_executors_and_writes_the_local_tables(finished_cluster):
     """The same store built on ``local[*]``: every table identical row for row; on the cluster
     each Kafka cluster's walk ran in an executor (both were used), none in the driver."""
@@ -128,6 +129,7 @@ def test_a_build_walks_its_clusters_on_the_executors_and_writes_the_local_tables
     assert {task["executor"] for task in local.values()} == {"driver"}
 
 
+@pytest.mark.slow
 def test_tasks_run_on_two_executors_not_the_driver(finished_cluster):
     seen = finished_cluster
     assert seen["master_in_use"] == seen["master_url"]
@@ -147,6 +149,7 @@ def test_tasks_run_on_two_executors_not_the_driver(finished_cluster):
         assert (seen["work_dir"] / log).stat().st_size > 0, f"{name} left no log"
 
 
+@pytest.mark.slow
 def test_the_daemons_and_executors_map_the_installations_class_archive(finished_cluster):
     """The install made an archive of Spark's classes (tests/test_jvm_archive.py): the cluster's
     JVMs, which run the same Spark, start from it as the drivers do (about half the start)."""
@@ -156,6 +159,7 @@ def test_the_daemons_and_executors_map_the_installations_class_archive(finished_
     assert all(finished_cluster["mapped_archive"].values()), finished_cluster["mapped_archive"]
 
 
+@pytest.mark.slow
 def test_leaving_the_context_ends_every_process(finished_cluster):
     seen = finished_cluster
     # master, two workers, two executor JVMs, at least one Python worker daemon per executor
@@ -226,6 +230,7 @@ def _squatted_master_ports():
         squatter.shutdown()
 
 
+@pytest.mark.slow
 def test_ports_taken_before_the_master_binds_them_are_stepped_over(finished_cluster):
     """The module's cluster started with its master's ports taken (:func:`_squatted_master_ports`):
     the master bound the next ones, and the cluster's URLs are the ones it reports, so the
