@@ -434,47 +434,6 @@ def test_topics_hidden_by_acls_are_never_deleted(broker, tl_home, spark, monkeyp
 
 
 # --- build killed at each stage --------------------------------------------------------------------
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_build_killed_at_each_stage_leaves_the_published_version(tl_home, tmp_path, spark):
-    """kill -9 while writing the tables, after writing before validation (the build command),
-    and during publish (the publish command, killed before main of topic_incarnations moved):
-    the published version (main of topic_incarnations) and its files are unchanged,
-    the store is unchanged, and the next build succeeds."""
-    from topic_lineage.pipeline import run_build
-
-    seed_store(tl_home, tmp_path, rounds=2)
-    run_build(spark)
-    published = published_state()
-    rows = incarnations()
-    seed_store(tl_home, tmp_path, rounds=3)  # one more snapshot to build
-    stored = digest(t.snapshots_dir())
-
-    def assert_nothing_lost(stage: str) -> None:
-        assert published_state() == published, stage
-        lead = iceberg.load_table(t.TOPIC_INCARNATIONS).metadata.snapshot_by_name("main")
-        assert lead.summary.additional_properties[iceberg.VERSION_PROPERTY] == published[0], stage
-        assert incarnations() == rows, stage
-        assert_kept(stored, digest(t.snapshots_dir()))
-
-    for stage in ("write", "validate"):
-        killed = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": f"kill@{stage}"})
-        assert killed.returncode == -signal.SIGKILL, (stage, killed.stderr[-2000:])
-        assert_nothing_lost(stage)
-
-    built = run_build(spark, publish=False).version  # validated, so publishable
-    killed = cli(tl_home, "publish", "--version", built, env={"TOPIC_LINEAGE_FAULT": "kill@publish"})
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    assert_nothing_lost("publish")
-
-    final = run_build(spark)
-    assert final.published and wh.current_version() == final.version != published[0]
-    assert ("svc.5", topic_id(105), 1, "created", 3, None, True) in incarnations()
-    statuses = {m["version"]: m["status"] for m in wh.list_versions()}
-    assert statuses[final.version] == wh.PUBLISHED
-    assert_kept(stored, digest(t.snapshots_dir()))
-
-
 # --- corrupted store files -------------------------------------------------------------------------
 def test_corrupted_snapshot_file_is_named_and_can_be_quarantined(tl_home, tmp_path, spark):
     """A truncated and a garbage file: verify names each (exit non-zero), the other snapshots are
@@ -541,33 +500,55 @@ def test_disk_full_while_storing_stores_nothing_half(small_fs, tmp_path, monkeyp
 # --- concurrency ------------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_second_build_fails_clearly_and_readers_never_see_a_mix(tl_home, tmp_path, spark, monkeypatch):
-    """A build paused while writing holds the build lock: a second build fails at once naming it.
-    Then, while a publish is paused before main of topic_incarnations moves (the other tables'
-    main already moved), Spark SQL
-    and the UI API answer from the previous version; after it, from the new one; never a mix."""
+def test_builds_killed_or_paused_at_each_stage_never_lose_or_mix_the_published_version(
+        tl_home, tmp_path, spark, monkeypatch):
+    """A build paused while writing holds the build lock: a second build fails at once naming
+    it. Then kill -9 at each stage: the paused build (killed while writing its tables), a build
+    after writing before validation (the build command), and a publish (the publish command,
+    killed before main of topic_incarnations moved): each time the published version (main of
+    topic_incarnations) and its files are unchanged and the store is unchanged, and the next
+    build succeeds. Last, while the publish of that next build is paused before main of
+    topic_incarnations moves (the other tables' main already moved), Spark SQL and the UI API
+    answer from the previous version; after it, from the new one; never a mix."""
     from fastapi.testclient import TestClient
 
     from topic_lineage.pipeline import run_build
     from topic_lineage.ui.app import create_app
 
     seed_store(tl_home, tmp_path, rounds=2)
-    old = run_build(spark).version
-    old_rows = incarnations(old)
-    seed_store(tl_home, tmp_path, rounds=3)
+    run_build(spark)
+    published = published_state()
+    old, rows = published[0], incarnations()
+    seed_store(tl_home, tmp_path, rounds=3)  # one more snapshot to build
+    stored = digest(t.snapshots_dir())
 
-    paused = build_cli(tl_home, "--no-publish", "--version-id", "v-new",
-                       env={"TOPIC_LINEAGE_FAULT": "pause@write"}, wait=False)
+    def assert_nothing_lost(stage: str) -> None:
+        assert published_state() == published, stage
+        lead = iceberg.load_table(t.TOPIC_INCARNATIONS).metadata.snapshot_by_name("main")
+        assert lead.summary.additional_properties[iceberg.VERSION_PROPERTY] == published[0], stage
+        assert incarnations() == rows, stage
+        assert_kept(stored, digest(t.snapshots_dir()))
+
+    paused = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": "pause@write"}, wait=False)
     try:
         wait_for(tl_home / "fault-write.reached", paused)
         second = build_cli(tl_home)
         assert second.returncode == 2, second
         assert "another build is running" in second.stderr and "Traceback" not in second.stderr
     finally:
-        (tl_home / "fault-write.release").touch()
-    _, err = paused.communicate(timeout=900)
-    assert paused.returncode == 0, err[-3000:]
-    assert wh.current_version() == old
+        paused.kill()  # kill -9 while it writes (its tables half written)
+    paused.communicate(timeout=60)
+    assert paused.returncode == -signal.SIGKILL
+    assert_nothing_lost("write")
+
+    killed = build_cli(tl_home, env={"TOPIC_LINEAGE_FAULT": "kill@validate"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert_nothing_lost("validate")
+
+    built = run_build(spark, publish=False).version  # validated, so publishable
+    killed = cli(tl_home, "publish", "--version", built, env={"TOPIC_LINEAGE_FAULT": "kill@publish"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert_nothing_lost("publish")
 
     def sql_ids():
         wh.register_tables(spark)
@@ -582,11 +563,8 @@ def test_second_build_fails_clearly_and_readers_never_see_a_mix(tl_home, tmp_pat
         assert response.status_code == 200, response.text
         return response.text
 
-    from topic_lineage.quality.gate import validate_version
-
-    assert validate_version(spark, "v-new").success  # only a version the gate passed publishes
     monkeypatch.setenv("TOPIC_LINEAGE_FAULT", "pause@publish")
-    publisher = threading.Thread(target=wh.publish, args=("v-new",))
+    publisher = threading.Thread(target=wh.publish, args=(built,))
     publisher.start()
     try:
         deadline = time.monotonic() + 60
@@ -599,10 +577,13 @@ def test_second_build_fails_clearly_and_readers_never_see_a_mix(tl_home, tmp_pat
     finally:
         (tl_home / "fault-publish.release").touch()
         publisher.join(60)
-    assert wh.current_version() == "v-new"
+    assert wh.current_version() == built != old
     assert sql_ids() == [topic_id(105)]
     assert topic_id(105) in api_text()
-    assert incarnations(old) == old_rows  # the previous version's files are untouched
+    assert ("svc.5", topic_id(105), 1, "created", 3, None, True) in incarnations()
+    assert {m["version"]: m["status"] for m in wh.list_versions()}[built] == wh.PUBLISHED
+    assert incarnations(old) == rows  # the previous version's files are untouched
+    assert_kept(stored, digest(t.snapshots_dir()))
 
 
 # --- hostile input ----------------------------------------------------------------------------------
