@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -173,14 +174,58 @@ def seaweedfs_built():
     require_seaweedfs()
 
 
+# The session's S3 server, started in the background as soon as the session's tests are known
+# to need it: SeaweedFS spends most of its ~12 s start waiting (its filer confirms it has no
+# peers), which the tests run before the first S3 test no longer wait for. The thread that
+# starts it lives until the session ends: the server's process dies with the thread that
+# started it (PR_SET_PDEATHSIG, tests/servers/s3_server.py).
+_EARLY_S3: dict = {}
+_EARLY_S3_READY = threading.Event()
+_SESSION_ENDED = threading.Event()
+
+
+def _start_early_s3_server(items) -> None:
+    from tests.servers import seaweedfs_dist
+
+    if not seaweedfs_dist.is_built() or not any("s3_server" in getattr(item, "fixturenames", ())
+                                                 for item in items):
+        return
+    from tests.servers.s3_server import S3Server
+
+    server = S3Server()
+
+    def start():
+        try:
+            server.start()
+        except Exception as exc:  # noqa: BLE001 (the fixture starts one itself, and says why)
+            _EARLY_S3["error"] = exc
+        finally:
+            _EARLY_S3_READY.set()
+        _SESSION_ENDED.wait()
+
+    _EARLY_S3["server"] = server
+    threading.Thread(target=start, name="early-s3-server", daemon=True).start()
+
+
+def _early_s3_server():
+    """The server :func:`_start_early_s3_server` started, once it answers; None when there is
+    none (or it failed to start: the fixture starts one itself, and says why if that fails)."""
+    server = _EARLY_S3.pop("server", None)
+    if server is None:
+        return None
+    _EARLY_S3_READY.wait()
+    return None if _EARLY_S3.pop("error", None) is not None or not server.running else server
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3 server (SeaweedFS on free loopback ports, authentication on), one per test
-    session (per xdist worker). Tests that stop, kill or break a server start their own."""
+    session (per xdist worker), started in the background when the session's tests were
+    collected. Tests that stop, kill or break a server start their own."""
     require_seaweedfs()
     from tests.servers.s3_server import S3Server
 
-    with S3Server() as server:
+    with _early_s3_server() or S3Server() as server:
         started_s3_server(server)
         yield server
 
@@ -230,7 +275,15 @@ def s3_proxy(s3_server):
         yield proxy
 
 
+def pytest_collection_finish(session):
+    _start_early_s3_server(session.items)
+
+
 def pytest_sessionfinish(session):
+    unused = _early_s3_server()  # started, but no test of this worker asked for it
+    if unused is not None:
+        unused.close()
+    _SESSION_ENDED.set()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the lines to the controller
         workeroutput["broker_starts"] = list(_BROKER_STARTS)
