@@ -105,11 +105,15 @@ def _spark_catalog_conf(name: str, props: dict) -> dict[str, str]:
 
 def spark(request: dict) -> dict:
     """``{"jars": [...], "catalog_name": str, "catalog": {pyiceberg props}, "reads":
-    [{"namespace", "table", "snapshot_id"?, "ref"?}], "snapshots_of": {"namespace", "table"}?}``"""
+    [{"namespace", "table", "snapshot_id"?, "ref"?}], "snapshots_of": {"namespace", "table"}?}``,
+    or ``{"jars": [...], "catalogs": [such requests, their catalog names distinct]}``: one Spark
+    session reads through every catalog (``{"answers": [one answer per catalog]}``)."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import types as T
 
-    name = request["catalog_name"]
+    requests = request.get("catalogs", [request])
+    names = [r["catalog_name"] for r in requests]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"one Spark session takes each catalog name once, not {names}")
     builder = (
         SparkSession.builder.master("local[1]")
         .appName("topic-lineage-iceberg-peer")
@@ -121,46 +125,56 @@ def spark(request: dict) -> dict:
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.driver.memory", "1g")
     )
-    for key, value in _spark_catalog_conf(name, request["catalog"]).items():
-        builder = builder.config(key, value)
+    for one in requests:
+        for key, value in _spark_catalog_conf(one["catalog_name"], one["catalog"]).items():
+            builder = builder.config(key, value)
     session = builder.getOrCreate()
     try:
-        answer = {"engine": f"spark {session.version}", "reads": []}
-        for read in request["reads"]:
-            ident = f"`{name}`.`{read['namespace']}`.`{read['table']}`"
-            # Iceberg 1.12 takes Spark's own time travel (no more `snapshot-id` read option)
-            if read.get("snapshot_id") is not None:
-                ident_at = f"{ident} VERSION AS OF {int(read['snapshot_id'])}"
-            elif read.get("ref"):
-                ident_at = f"{ident} VERSION AS OF '{read['ref']}'"
-            else:
-                ident_at = ident
-            frame = session.sql(f"SELECT * FROM {ident_at}")
-            instants = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)}
-            rows = [
-                {k: normal(v, tz_aware_naive=k in instants) for k, v in row.asDict().items()}
-                for row in frame.collect()
-            ]
-            columns = [[f.name, f.dataType.simpleString()] for f in frame.schema.fields]
-            answer["reads"].append({"table": ident, "columns": columns, "rows": rows})
-        if request.get("snapshots_of"):
-            of = request["snapshots_of"]
-            frame = session.sql(
-                f"SELECT snapshot_id, parent_id, operation, summary "
-                f"FROM `{name}`.`{of['namespace']}`.`{of['table']}`.snapshots ORDER BY committed_at"
-            )
-            answer["snapshots"] = [
-                {"snapshot_id": r.snapshot_id, "parent_id": r.parent_id,
-                 "operation": r.operation, "summary": dict(r.summary or {})}
-                for r in frame.collect()
-            ]
-            refs = session.sql(
-                f"SELECT name, type, snapshot_id FROM `{name}`.`{of['namespace']}`.`{of['table']}`.refs"
-            )
-            answer["refs"] = {r.name: r.snapshot_id for r in refs.collect()}
-        return answer
+        answers = [_spark_answer(session, one) for one in requests]
     finally:
         session.stop()
+    return {"answers": answers} if "catalogs" in request else answers[0]
+
+
+def _spark_answer(session, request: dict) -> dict:
+    """One catalog's reads (and ``snapshots_of``) in ``session``."""
+    from pyspark.sql import types as T
+
+    name = request["catalog_name"]
+    answer = {"engine": f"spark {session.version}", "reads": []}
+    for read in request["reads"]:
+        ident = f"`{name}`.`{read['namespace']}`.`{read['table']}`"
+        # Iceberg 1.12 takes Spark's own time travel (no more `snapshot-id` read option)
+        if read.get("snapshot_id") is not None:
+            ident_at = f"{ident} VERSION AS OF {int(read['snapshot_id'])}"
+        elif read.get("ref"):
+            ident_at = f"{ident} VERSION AS OF '{read['ref']}'"
+        else:
+            ident_at = ident
+        frame = session.sql(f"SELECT * FROM {ident_at}")
+        instants = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)}
+        rows = [
+            {k: normal(v, tz_aware_naive=k in instants) for k, v in row.asDict().items()}
+            for row in frame.collect()
+        ]
+        columns = [[f.name, f.dataType.simpleString()] for f in frame.schema.fields]
+        answer["reads"].append({"table": ident, "columns": columns, "rows": rows})
+    if request.get("snapshots_of"):
+        of = request["snapshots_of"]
+        frame = session.sql(
+            f"SELECT snapshot_id, parent_id, operation, summary "
+            f"FROM `{name}`.`{of['namespace']}`.`{of['table']}`.snapshots ORDER BY committed_at"
+        )
+        answer["snapshots"] = [
+            {"snapshot_id": r.snapshot_id, "parent_id": r.parent_id,
+             "operation": r.operation, "summary": dict(r.summary or {})}
+            for r in frame.collect()
+        ]
+        refs = session.sql(
+            f"SELECT name, type, snapshot_id FROM `{name}`.`{of['namespace']}`.`{of['table']}`.refs"
+        )
+        answer["refs"] = {r.name: r.snapshot_id for r in refs.collect()}
+    return answer
 
 
 # --- DuckDB with its iceberg extension --------------------------------------------------------

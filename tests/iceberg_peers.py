@@ -1,8 +1,8 @@
 """Independent Iceberg readers, for checking that what pyiceberg publishes reads the same
 elsewhere: Iceberg's Java implementation through Spark 4.1 (``iceberg-spark-runtime``) and
 DuckDB 1.5.5's iceberg extension. Both run in ``.venv-iceberg/`` (scripts/install_iceberg_peers.sh),
-one subprocess per call (``tests/iceberg_peer_reader.py``), so nothing of theirs meets our
-pyspark 4.2 and duckdb 2.0.
+one subprocess per call (``tests/iceberg_peer_reader.py``; one Spark start reads through several
+catalogs with :func:`spark_reads`), so nothing of theirs meets our pyspark 4.2 and duckdb 2.0.
 
 Every reader returns rows as JSON values normalised the same way (:func:`normal_rows` for
 pyiceberg's): an instant (``timestamptz``) as ISO text in UTC with ``+00:00`` and microseconds,
@@ -92,10 +92,16 @@ def spark_read(catalog_name: str, catalog_props: dict, reads: list[dict],
     the reader's environment (the AWS credentials, ``PGPASSFILE``: no secret is in the request,
     which Spark's command line would show). Returns
     ``{"engine", "reads": [{"columns", "rows"}], "snapshots"?, "refs"?}``."""
+    return spark_reads([{"catalog_name": catalog_name, "catalog": catalog_props, "reads": reads,
+                         "snapshots_of": snapshots_of}], env)[0]
+
+
+def spark_reads(catalogs: list[dict], env: dict | None = None) -> list[dict]:
+    """Reads through several catalogs in one Spark session (one Spark start for them all): each
+    of ``catalogs`` is ``{"catalog_name", "catalog", "reads", "snapshots_of"?}`` (the arguments
+    of :func:`spark_read`; the names distinct). Returns one answer per catalog, in order."""
     jars = sorted(str(p) for p in SPARK_JARS.glob("*.jar"))
-    request = {"jars": jars, "catalog_name": catalog_name, "catalog": catalog_props,
-               "reads": reads, "snapshots_of": snapshots_of}
-    return _run("spark", request, env)
+    return _run("spark", {"jars": jars, "catalogs": catalogs}, env)["answers"]
 
 
 def read_with_spark_iceberg(catalog_props: dict, namespace: str, table: str,

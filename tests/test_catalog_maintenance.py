@@ -6,8 +6,9 @@ with the CLI, twice. Then pyiceberg plays another engine's maintenance of every 
 ``main``'s rows rewritten into new data files twice (two ``replace`` snapshots that are not
 ours), every snapshot older than now expired (branch heads are spared), every file nothing
 references any more deleted. Then the query, the UI's tables, the gate, the OpenLineage export,
-a no-op build, a new snapshot built and published: each equal to a reference home that saw no
-maintenance. And a foreign commit that changes rows (a deleted row) is reported by the query, the
+a no-op build: each equal to what the same home answered before its maintenance; a new snapshot
+built and published: equal to a reference home that saw no maintenance (every batch stored, built
+once). And a foreign commit that changes rows (a deleted row) is reported by the query, the
 build and the publish in one line naming its snapshot; nothing overwrites it or reads past it."""
 
 from __future__ import annotations
@@ -184,15 +185,14 @@ def answers(home: Path) -> dict:
     return found
 
 
-def build_newer_in_both(reference: Path, maintained: Path, tmp: Path) -> dict:
-    """The ``newer`` snapshots stored and built in both homes; the maintained home's answers,
-    asserted equal to the reference's."""
-    for home in (reference, maintained):
-        ingest(home, tmp, "newer")
-        cli(home, "build")
-    want, got = answers(reference), answers(maintained)
-    for key in want:
-        assert got[key] == want[key], key
+def build_newer(maintained: Path, tmp: Path, reference: dict) -> dict:
+    """The ``newer`` snapshots stored and built in the maintained home; its answers, asserted
+    equal to the reference home's (every batch built there, never maintained)."""
+    ingest(maintained, tmp, "newer")
+    cli(maintained, "build")
+    got = answers(maintained)
+    for key, want in reference.items():
+        assert got[key] == want, key
     return got
 
 
@@ -222,34 +222,37 @@ def gate(home: Path) -> str:
     return "passed" if "passed" in out.lower() else out
 
 
-def two_homes(tmp: Path) -> dict[str, Path]:
-    """Two homes with the same two published builds: ``reference`` and ``maintained``."""
-    made = {}
-    for name in ("reference", "maintained"):
-        home = tmp / name
-        for batch in ("first", "later"):
-            ingest(home, tmp, batch)
-            cli(home, "build")
-        made[name] = home
-    return made
+def published_twice(tmp: Path) -> Path:
+    """A home with two published builds (``first``, then ``later``), to be maintained; read
+    before its maintenance, it is its own reference."""
+    home = tmp / "maintained"
+    for batch in ("first", "later"):
+        ingest(home, tmp, batch)
+        cli(home, "build")
+    return home
 
 
 @pytest.fixture(scope="module")
-def homes(tmp_path_factory):
+def reference(tmp_path_factory):
+    """A home that sees no maintenance: every batch stored, then built once; its answers are
+    what a maintained home must answer after its ``newer`` build."""
     tmp = tmp_path_factory.mktemp("maintenance")
-    return tmp, two_homes(tmp)
+    home = tmp / "reference"
+    for batch in BATCHES:
+        ingest(home, tmp, batch)
+    cli(home, "build")
+    return home, answers(home)
 
 
-def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_publish(homes):
-    tmp, made = homes
-    reference, maintained = made["reference"], made["maintained"]
+def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_publish(reference, tmp_path):
+    maintained = published_twice(tmp_path)
+    want = answers(maintained)  # before the maintenance
+    assert want[t.TOPIC_INCARNATIONS] and want["lineage"]
     done = maintain(maintained)
     print("maintenance:", json.dumps(done))
     assert all(d["rewrites"][0] for d in done.values()), "every table has rows to rewrite"
     assert all(d["orphans"] for d in done.values())
 
-    want = answers(reference)
-    assert want[t.TOPIC_INCARNATIONS] and want["lineage"]
     got = answers(maintained)
     for key in want:
         assert got[key] == want[key], key
@@ -268,16 +271,16 @@ def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_pu
     read = re.findall(r"FROM parquet\.`([^`]*)`", (maintained / "warehouse" / "init.sql").read_text())
     assert read and all(Path(p).is_file() for p in read) and all("/compacted-" in p for p in read), read
 
-    got = build_newer_in_both(reference, maintained, tmp)
+    got = build_newer(maintained, tmp_path, reference[1])
     assert {r["topic_name"] for r in got[t.TOPIC_INCARNATIONS]} >= {"refunds"}
 
 
-def test_a_foreign_commit_that_changes_rows_is_reported_naming_its_snapshot(homes):
+def test_a_foreign_commit_that_changes_rows_is_reported_naming_its_snapshot(reference):
     """A foreign delete on ``main``: query, build and publish each exit non-zero with one line
     naming the snapshot; ``main`` stays at the foreign snapshot (never silently overwritten)."""
     from pyiceberg.expressions import EqualTo
 
-    home = homes[1]["reference"]
+    home = reference[0]
     tbl = catalog(home).load_table((t.DATABASE, t.TOPIC_INCARNATIONS))
     sql = "SELECT count(*) AS n FROM topic_incarnations"
     before = json.loads(cli(home, "query", "--format", "json", sql))
@@ -302,13 +305,13 @@ def test_a_foreign_commit_that_changes_rows_is_reported_naming_its_snapshot(home
     assert json.loads(cli(home, "query", "--format", "json", sql)) == before
 
 
-def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_build_right(tmp_path):
+def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_build_right(reference, tmp_path):
     """Harsher: the audit branches removed too, so expiry takes our own snapshots and the
     orphan removal our versions' data files. ``main``'s history back to our snapshot is gone:
     the table property names the version; the next build cannot keep the base's files and is a
     full refresh; every answer equals the reference's."""
-    made = two_homes(tmp_path)
-    reference, maintained = made["reference"], made["maintained"]
+    maintained = published_twice(tmp_path)
+    want = answers(maintained)  # before the maintenance
     cat = catalog(maintained)
     for table in t.TABLES:
         tbl = cat.load_table((t.DATABASE, table))
@@ -319,12 +322,11 @@ def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_bu
         remove_orphan_files(maintained, tbl, table)
     assert not list((maintained / "warehouse" / "versions").glob(f"*/{t.TOPIC_INCARNATIONS}/*.parquet"))
 
-    want = answers(reference)
     got = answers(maintained)
     for key in want:
         assert got[key] == want[key], key
     assert "nothing new to build" in cli(maintained, "build")
 
-    build_newer_in_both(reference, maintained, tmp_path)
+    build_newer(maintained, tmp_path, reference[1])
     built = json.loads(cli(maintained, "versions", "--format", "json"))[-1]
     assert built["current"] and built["mode"] != "incremental", built

@@ -256,15 +256,44 @@ def test_pyiceberg_reads_what_it_published(sql_published):
     assert table.properties.get("schema.name-mapping.default"), "add_files sets the name mapping"
 
 
+@pytest.fixture(scope="module")
+def rest_published(side_venv, tmp_path_factory):
+    """The history published by pyiceberg through Iceberg's own REST catalog server (over a
+    local warehouse); the server runs until the module's reads are done."""
+    from pyiceberg.catalog import load_catalog
+
+    from tests.servers.rest_catalog import RestCatalogServer
+
+    with RestCatalogServer(tmp_path_factory.mktemp("iceberg-rest") / "warehouse") as server:
+        print(f"REST catalog server started in {server.start_seconds:.1f} s at {server.uri}")
+        catalog = load_catalog("rest", **server.catalog_properties)
+        yield server, publish_history(catalog)
+
+
+@pytest.fixture(scope="module")
+def spark_answers(side_venv, sql_published, rest_published):
+    """Spark-Iceberg's reads of both histories, through pyiceberg's SQL catalog and through the
+    REST server, in one Spark start: {catalog name: answer}."""
+    catalog, history = sql_published
+    server, rest_history = rest_published
+    sql_props = {"type": "sql", "uri": catalog.properties["uri"],
+                 "warehouse": catalog.properties["warehouse"]}
+    of = {"namespace": NAMESPACE, "table": TABLE}
+    answers = peers.spark_reads([
+        {"catalog_name": CATALOG_NAME, "catalog": sql_props, "reads": spark_reads(history),
+         "snapshots_of": of},
+        {"catalog_name": "rest", "catalog": server.catalog_properties,
+         "reads": spark_reads(rest_history), "snapshots_of": of},
+    ])
+    return dict(zip((CATALOG_NAME, "rest"), answers, strict=True))
+
+
 @pytest.mark.slow
-def test_spark_iceberg_reads_pyiceberg_sql_catalog(side_venv, sql_published):
+def test_spark_iceberg_reads_pyiceberg_sql_catalog(spark_answers, sql_published):
     """Iceberg's JdbcCatalog in Spark 4.1 finds the tables in pyiceberg's SQLite catalog and reads
     main and an older snapshot exactly as pyiceberg does."""
-    catalog, history = sql_published
-    props = {"type": "sql", "uri": catalog.properties["uri"],
-             "warehouse": catalog.properties["warehouse"]}
-    answer = peers.spark_read(CATALOG_NAME, props, spark_reads(history),
-                              snapshots_of={"namespace": NAMESPACE, "table": TABLE})
+    _, history = sql_published
+    answer = spark_answers[CATALOG_NAME]
     assert answer["engine"].startswith("spark 4.1"), answer["engine"]
     check_spark_answer(answer, history)
 
@@ -280,34 +309,26 @@ def test_duckdb_iceberg_reads_the_metadata_file(side_venv, sql_published):
 
 
 @pytest.mark.slow
-def test_published_through_a_rest_catalog_server_reads_the_same(side_venv, tmp_path):
+def test_published_through_a_rest_catalog_server_reads_the_same(spark_answers, rest_published):
     """pyiceberg publishes through Iceberg's own REST catalog server (over a local warehouse);
     Spark-Iceberg and DuckDB-iceberg read main and an older snapshot through the same server
-    (DuckDB also by the metadata file) exactly as pyiceberg does."""
-    from pyiceberg.catalog import load_catalog
+    (DuckDB also by the metadata file) exactly as pyiceberg does. Stopped, the server leaves
+    nothing of its process group."""
+    server, history = rest_published
+    location = history["table"].metadata_location
+    # the server's HadoopFileIO writes file:/..., not file:///...
+    assert local_path(location).startswith(str(server.warehouse_dir) + "/"), location
 
-    from tests.servers.rest_catalog import RestCatalogServer
+    check_spark_answer(spark_answers["rest"], history)
 
-    with RestCatalogServer(tmp_path / "warehouse") as server:
-        print(f"REST catalog server started in {server.start_seconds:.1f} s at {server.uri}")
-        props = server.catalog_properties
-        catalog = load_catalog("rest", **props)
-        history = publish_history(catalog)
-        location = history["table"].metadata_location
-        # the server's HadoopFileIO writes file:/..., not file:///...
-        assert local_path(location).startswith(str(server.warehouse_dir) + "/"), location
-
-        answer = peers.spark_read("rest", props, spark_reads(history),
-                                  snapshots_of={"namespace": NAMESPACE, "table": TABLE})
-        check_spark_answer(answer, history)
-
-        at = {"namespace": NAMESPACE, "table": TABLE}
-        rest = {"uri": server.uri, "warehouse": server.warehouse}
-        check_duckdb_answer(peers.duckdb_read([at, dict(at, snapshot_id=history["v1"])], rest=rest),
-                            history)
-        check_duckdb_answer(peers.duckdb_read([{"metadata_location": location},
-                                               {"metadata_location": location,
-                                                "snapshot_id": history["v1"]}]), history)
+    at = {"namespace": NAMESPACE, "table": TABLE}
+    rest = {"uri": server.uri, "warehouse": server.warehouse}
+    check_duckdb_answer(peers.duckdb_read([at, dict(at, snapshot_id=history["v1"])], rest=rest),
+                        history)
+    check_duckdb_answer(peers.duckdb_read([{"metadata_location": location},
+                                           {"metadata_location": location,
+                                            "snapshot_id": history["v1"]}]), history)
+    server.stop()  # (the fixture's stop is then a no-op)
     assert not server.running
     with pytest.raises(ProcessLookupError):  # nothing of the server's process group is left
         os.killpg(server.pid, 0)

@@ -2,7 +2,7 @@
 
 The user's path: snapshots (with consumer groups, so every table has rows) imported and built with
 the CLI, twice; then every table of the published snapshot read by Iceberg's Java implementation
-in Spark 4.1 and by DuckDB's iceberg extension (both in ``.venv-iceberg/``, tests/iceberg_peers.py),
+in Spark 4.1 (one Spark start for both catalogs) and by DuckDB's iceberg extension (both in ``.venv-iceberg/``, tests/iceberg_peers.py),
 equal row for row to pyiceberg's read, and the first version's snapshot too. Once through the
 embedded SQL catalog, once through a real Iceberg REST catalog server (Iceberg's own,
 tests/servers/rest_catalog.py), configured the standard pyiceberg way."""
@@ -87,52 +87,85 @@ def reads() -> list[dict]:
     return [{"namespace": t.DATABASE, "table": table} for table in t.TABLES]
 
 
-def test_the_embedded_catalogs_tables_read_alike_in_spark_and_duckdb(side_venv, tmp_path):
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    home = tmp_path / "home"
-    versions = build_two_versions(home, tmp_path)
+@pytest.fixture(scope="module")
+def embedded(side_venv, tmp_path_factory):
+    """A home on the embedded SQL catalog with two versions built: (home, versions, the
+    catalog's pyiceberg properties)."""
+    tmp = tmp_path_factory.mktemp("embedded")
+    home = tmp / "home"
+    versions = build_two_versions(home, tmp)
     props = {"type": "sql", "uri": f"sqlite:///{home / 'warehouse' / 'catalog.db'}",
              "warehouse": (home / "warehouse" / "iceberg").as_uri()}
+    return home, versions, props
+
+
+@pytest.fixture(scope="module")
+def through_rest(side_venv, tmp_path_factory):
+    """A home whose catalog is a real Iceberg REST catalog server, configured by
+    PYICEBERG_CATALOG__LAKE__* variables and named by TOPIC_LINEAGE_ICEBERG_CATALOG, with two
+    versions built: (server, the CLI's environment, home, versions); the server runs until the
+    module's reads are done."""
+    from tests.servers.rest_catalog import RestCatalogServer
+
+    tmp = tmp_path_factory.mktemp("through-rest")
+    with RestCatalogServer(tmp / "rest-warehouse") as server:
+        env = {"TOPIC_LINEAGE_ICEBERG_CATALOG": "lake",
+               **{f"PYICEBERG_CATALOG__LAKE__{k.upper()}": v
+                  for k, v in server.catalog_properties.items()}}
+        home = tmp / "home"
+        yield server, env, home, build_two_versions(home, tmp, env)
+
+
+def at_first_version(versions: list[dict]) -> dict:
+    old = versions[0]["iceberg_snapshots"][t.TOPIC_INCARNATIONS]
+    return {"namespace": t.DATABASE, "table": t.TOPIC_INCARNATIONS, "snapshot_id": old}
+
+
+@pytest.fixture(scope="module")
+def spark_answers(embedded, through_rest):
+    """Spark-Iceberg's reads of both homes' tables (every table at main, topic_incarnations at
+    the first version), in one Spark start: {catalog name: answer}."""
+    _, versions, props = embedded
+    server, _, _, rest_versions = through_rest
+    answers = peers.spark_reads([
+        {"catalog_name": "default", "catalog": props, "reads": [*reads(), at_first_version(versions)]},
+        {"catalog_name": "lake", "catalog": server.catalog_properties,
+         "reads": [*reads(), at_first_version(rest_versions)]},
+    ])
+    return dict(zip(("default", "lake"), answers, strict=True))
+
+
+def test_the_embedded_catalogs_tables_read_alike_in_spark_and_duckdb(embedded, spark_answers):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    _, versions, props = embedded
     catalog = SqlCatalog("default", **props)
     old = versions[0]["iceberg_snapshots"][t.TOPIC_INCARNATIONS]
-    at_old = {"namespace": t.DATABASE, "table": t.TOPIC_INCARNATIONS, "snapshot_id": old}
-    spark = peers.spark_read("default", props, [*reads(), at_old])
 
     def metadata(table):
         return catalog.load_table((t.DATABASE, table)).metadata_location
 
     duck = peers.duckdb_read([{"metadata_location": metadata(x)} for x in t.TABLES]
                              + [{"metadata_location": metadata(t.TOPIC_INCARNATIONS), "snapshot_id": old}])
-    assert_read_alike(catalog, versions, spark, duck)
+    assert_read_alike(catalog, versions, spark_answers["default"], duck)
 
 
-def test_built_published_and_read_through_a_rest_catalog_server(side_venv, tmp_path):
+def test_built_published_and_read_through_a_rest_catalog_server(through_rest, spark_answers):
     """The catalog configured by PYICEBERG_CATALOG__LAKE__* variables and named by
     TOPIC_LINEAGE_ICEBERG_CATALOG: build, publish (one multi-table commit: the server offers
     transactions), query and both peers through the server."""
     from pyiceberg.catalog import load_catalog
 
-    from tests.servers.rest_catalog import RestCatalogServer
-
-    with RestCatalogServer(tmp_path / "rest-warehouse") as server:
-        props = server.catalog_properties
-        env = {"TOPIC_LINEAGE_ICEBERG_CATALOG": "lake",
-               **{f"PYICEBERG_CATALOG__LAKE__{k.upper()}": v for k, v in props.items()}}
-        home = tmp_path / "home"
-        versions = build_two_versions(home, tmp_path, env)
-        assert not (home / "warehouse" / "catalog.db").exists()  # the embedded one is not used
-        out = cli(home, "query", "--format", "json",
-                  "SELECT topic_name, topic_id FROM topic_incarnations WHERE is_current", env=env)
-        assert sorted((r["topic_name"], r["topic_id"]) for r in json.loads(out)) == [
-            ("orders", tid(3)), ("payments", tid(2))]
-        catalog = load_catalog("lake", **props)
-        for table in t.TABLES:  # main of every table: the second version
-            head = catalog.load_table((t.DATABASE, table)).metadata.snapshot_by_name("main")
-            assert head.summary.additional_properties["topic-lineage.version"] == versions[-1]["version"]
-        old = versions[0]["iceberg_snapshots"][t.TOPIC_INCARNATIONS]
-        at_old = {"namespace": t.DATABASE, "table": t.TOPIC_INCARNATIONS, "snapshot_id": old}
-        spark = peers.spark_read("lake", props, [*reads(), at_old])
-        duck = peers.duckdb_read([*reads(), at_old],
-                                 rest={"uri": server.uri, "warehouse": server.warehouse})
-        assert_read_alike(catalog, versions, spark, duck)
+    server, env, home, versions = through_rest
+    assert not (home / "warehouse" / "catalog.db").exists()  # the embedded one is not used
+    out = cli(home, "query", "--format", "json",
+              "SELECT topic_name, topic_id FROM topic_incarnations WHERE is_current", env=env)
+    assert sorted((r["topic_name"], r["topic_id"]) for r in json.loads(out)) == [
+        ("orders", tid(3)), ("payments", tid(2))]
+    catalog = load_catalog("lake", **server.catalog_properties)
+    for table in t.TABLES:  # main of every table: the second version
+        head = catalog.load_table((t.DATABASE, table)).metadata.snapshot_by_name("main")
+        assert head.summary.additional_properties["topic-lineage.version"] == versions[-1]["version"]
+    duck = peers.duckdb_read([*reads(), at_first_version(versions)],
+                             rest={"uri": server.uri, "warehouse": server.warehouse})
+    assert_read_alike(catalog, versions, spark_answers["lake"], duck)
