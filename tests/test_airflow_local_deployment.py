@@ -2,18 +2,27 @@
 
 ``topic-lineage airflow setup --bootstrap-servers ... --kafka-config client.properties`` then
 ``topic-lineage airflow start --detach``, as subprocesses with nothing pre-configured (the Kafka
-config holds a SASL password, as a real cluster's would). Then, against that deployment:
+config holds a SASL password, as a real cluster's would). One deployment for the whole module
+(a deployment's start costs half a minute): the tests first use it as a new user does, then
+the UI tests show the page over a published version of their own. Against that deployment:
 
-- nothing answers without a login; the generated admin password is in a 0600 file and works;
-- headless Chromium signs in through Airflow's login form with it, finds *Topic lineage* in the
-  navigation and opens the page (screenshot ``test-output/airflow-local-topic-lineage.png``);
+- nothing answers without a login (a forged token neither); the generated admin password is in
+  a 0600 file and works;
 - two snapshots (with a delete + re-create between them) through the REST API's trigger, then
   backfills of both DAGs created with the exact request the UI's Backfill dialog sends
   (``POST /api/v2/backfills``, max active runs 5) at the same time: every run succeeds, the
   scheduler stays healthy (PostgreSQL, not SQLite), backfilled snapshot runs record nothing,
   and the published table has both incarnations of the re-created topic;
 - the SASL password appears in no event log, task log, API answer, process command line or
-  file under TOPIC_LINEAGE_HOME; the admin password only in its own file.
+  file under TOPIC_LINEAGE_HOME; the admin password only in its own file;
+- then, both DAGs paused (the UI's toggle: nothing replaces what is published next) and the UI
+  tests' version published (``test_ui_api.scenario``: ``orders`` deleted and re-created, a
+  reappeared ID, two clusters) with its gate runs (it passed; a newer build failed): headless
+  Chromium signs in through Airflow's login form, finds *Topic lineage* in the navigation and
+  opens the embedded page (screenshots ``test-output/airflow-local-topic-lineage.png``,
+  ``ui-in-airflow.png``), searches the re-created topic and checks both incarnations, the gate
+  badge and the axis are drawn (``ui-orders-timeline.png``, ``ui-reappeared-warning.png``); bad
+  Data Docs paths through the api-server answer 400/404, never 500.
 
 ``topic-lineage airflow stop`` ends every process, PostgreSQL included.
 """
@@ -33,7 +42,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_ui_browser import headless_chromium, wait_for
+from published_tables import publish
+from test_ui_api import ORDERS_NEW, ORDERS_OLD, PROD_EU, id_forms, scenario
+from test_ui_browser import headless_chromium, http_status, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(2400)]
 
@@ -148,6 +159,10 @@ def test_a_login_is_required_and_the_password_is_private(deployment):
     assert len(json.loads(state.read_text())["jwt_secret"].encode()) >= 64
     for path in ("/api/v2/dags", "/api/v2/variables", "/topic-lineage/api/status"):
         assert request(base + path)[0] == 401, path
+    # the page too, and a forged token is refused (403)
+    assert http_status(base + "/topic-lineage/", {"Accept": "text/html"}) == 401
+    assert http_status(base + "/topic-lineage/api/timeline?name=orders",
+                       {"Authorization": "Bearer forged.token.value"}) == 403
     assert request(base + "/auth/token", "POST",
                    {"username": "admin", "password": "admin"})[0] == 401
     # The generated password works, and the page's API answers with its token.
@@ -213,13 +228,6 @@ def test_every_component_the_home_page_reports_is_healthy(deployment):
 
     health = wait_for(unhealthy, 90, "every component healthy", interval=2)
     assert health["triggerer"]["latest_triggerer_heartbeat"]
-
-
-def test_sign_in_and_open_topic_lineage_from_the_navigation(deployment, browser):
-    OUTPUT.mkdir(exist_ok=True)
-    open_topic_lineage(browser, deployment["base"], "admin", deployment["password"])
-    time.sleep(1)
-    browser.screenshot(OUTPUT / "airflow-local-topic-lineage.png")
 
 
 def dag_runs(api: Api, dag_id: str) -> list[dict]:
@@ -429,3 +437,167 @@ def test_no_secret_leaks(deployment, api):
     # The admin password is stored in its one 0600 file only.
     assert files_containing(home, deployment["password"].encode()) == ["airflow/passwords.json"]
     assert deployment["password"] not in json.dumps(events)
+
+
+# --- the UI over a published version of its own (the deployment's own runs are done) ----------
+FINAL = ("success", "failed")
+
+
+def record_gate_runs(version: str, failed_newer: str) -> None:
+    """Gate runs recorded through the gate's own writer: ``version`` passed (it is published),
+    then the newer build ``failed_newer`` failed (so it was not published)."""
+    from topic_lineage.quality import context as quality_context
+    from topic_lineage.quality import overview as quality_overview
+    from topic_lineage.quality.gate import GateResult, Outcome
+
+    docs = quality_context.data_docs_index()
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    docs.write_text("<html><body>Great Expectations Data Docs</body></html>")
+    outcomes = [Outcome("topic_incarnations", "live IDs unique per cluster", "", True, 0, [])]
+    quality_overview.record(GateResult(
+        version=version, success=True, failures=[], docs_index=docs, outcomes=outcomes,
+        validated_at=datetime(2026, 11, 10, 0, 5, tzinfo=UTC),
+    ))
+    failed = [Outcome("topic_incarnations", "deleted topic IDs never come back", "", False, 1, [])]
+    quality_overview.record(GateResult(
+        version=failed_newer, success=False, failures=[], docs_index=docs, outcomes=failed,
+        validated_at=datetime(2026, 11, 11, 0, 5, tzinfo=UTC),
+    ))
+
+
+@pytest.fixture(scope="module")
+def ui_version(deployment, api):
+    """The UI tests' version (``test_ui_api.scenario``, published as ``v0001``, with its gate
+    runs) on the running deployment, once no build can replace it: both DAGs paused (the UI's
+    toggle) with no run of ``topic_incarnations`` unfinished. A run of a paused DAG is not
+    scheduled on: one still running when it is paused is let finish first (unpaused again)."""
+    def paused_and_done() -> bool:
+        for dag_id in (SNAPSHOT_DAG, BUILD_DAG):
+            api.json(f"/api/v2/dags/{dag_id}", "PATCH", {"is_paused": True})
+        if all(r["state"] in FINAL for r in dag_runs(api, BUILD_DAG)):
+            return True
+        api.json(f"/api/v2/dags/{BUILD_DAG}", "PATCH", {"is_paused": False})
+        return False
+
+    wait_for(paused_and_done, 900, "both DAGs paused, no topic_incarnations run unfinished",
+             interval=2)
+    rows, runs = scenario()
+    publish("v0001", rows, runs)  # into the deployment's home (the module's TOPIC_LINEAGE_HOME)
+    record_gate_runs("v0001", failed_newer="v0002")
+    return {"base": deployment["base"], "user": "admin", "password": deployment["password"],
+            "tl_home": deployment["home"], "token": api.token}
+
+
+def test_data_docs_paths_in_the_api_server_are_4xx_never_500(ui_version):
+    """Through Airflow's own server (uvicorn): NUL bytes, 5,000-character paths, traversal."""
+    auth = {"Authorization": "Bearer " + ui_version["token"]}
+    docs = ui_version["base"] + "/topic-lineage/data-docs/"
+    assert http_status(docs + "index.html", auth) == 200
+    assert http_status(docs + "%00", auth) == 400
+    assert http_status(docs + "a" * 5000, auth) == 400
+    assert http_status(docs + "data_docs/" + "a" * 900 + ".html", auth) == 404
+    assert http_status(docs + "..%2F..%2F..%2Fetc%2Fpasswd", auth) == 404
+    assert http_status(docs + "gate_runs.jsonl", auth) == 404
+
+
+def test_sign_in_and_open_topic_lineage_from_the_navigation(ui_version, browser):
+    """Airflow's login form, then *Topic lineage* clicked in the navigation: the page embedded
+    in the Airflow UI (an iframe on the same origin) shows the published version."""
+    OUTPUT.mkdir(exist_ok=True)
+    base = ui_version["base"]
+    open_topic_lineage(browser, base, ui_version["user"], ui_version["password"])
+    assert browser.js("document.body.innerText.includes('Topic lineage')")
+    assert browser.js("new URL(document.querySelector('iframe').src).pathname") == "/topic-lineage/"
+    wait_for(lambda: "Published version v0001" in browser.js(
+        "document.querySelector('iframe').contentDocument.getElementById('status').textContent"),
+        60, "the published-version line in the embedded page")
+    time.sleep(1)
+    browser.screenshot(OUTPUT / "airflow-local-topic-lineage.png")
+    shutil.copyfile(OUTPUT / "airflow-local-topic-lineage.png", OUTPUT / "ui-in-airflow.png")
+
+
+def login(browser, server: dict) -> None:
+    base = server["base"]
+    browser.goto(f"{base}/auth/login?next=/topic-lineage/")
+    wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 60,
+             "Airflow's login form")
+    browser.type_into("input[name=username]", server["user"])
+    browser.type_into("input[name=password]", server["password"])
+    wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
+             "the sign-in button to be enabled")
+    browser.js("document.querySelector('button[type=submit]').click()")
+    wait_for(lambda: "_token" in (browser.js("document.cookie") or "")
+             or browser.js("location.pathname").startswith("/topic-lineage"), 60, "sign-in")
+
+
+def test_recreated_topic_timeline_in_airflow(ui_version, browser):
+    """Sign in, search `orders`: both prod-eu incarnations (deleted and live) are drawn."""
+    base = ui_version["base"]
+    OUTPUT.mkdir(exist_ok=True)
+    login(browser, ui_version)
+    browser.goto(f"{base}/topic-lineage/")
+    wait_for(lambda: "Published version v0001" in browser.js("document.getElementById('status').textContent"),
+             60, "the published-version line")
+    browser.type_into("#q", "orders")
+    browser.js("document.getElementById('search-button').click()")
+    block = f'.cluster-block[data-cluster="{PROD_EU}"]'
+    wait_for(lambda: browser.js(f"document.querySelectorAll('{block} .incarnation').length") == 2,
+             30, "two incarnations of orders in prod-eu")
+    text = browser.js(f"document.querySelector('{block}').innerText")
+    assert ORDERS_OLD in text and ORDERS_NEW in text
+    assert "deleted" in text and "live" in text and "re-creation" in text
+    assert browser.js(f"document.querySelectorAll('{block} svg.timeline rect.bar').length") == 2
+    assert browser.js(f"document.querySelectorAll('{block} svg .bar.deleted').length") == 1
+    assert browser.js(f"document.querySelectorAll('{block} svg .bar.live').length") == 1
+    # the badge is the published version's gate run; the newer failed build is shown apart
+    wait_for(lambda: browser.js("document.getElementById('gate-badge').textContent")
+             == "quality gate passed", 30, "the gate badge")
+    assert "version v0001" in browser.js("document.getElementById('gate').innerText")
+    newer = browser.js("document.getElementById('gate-newer-failed').innerText")
+    assert "newer build FAILED the gate" in newer and "v0002" in newer
+    assert "deleted topic IDs never come back" in newer
+    links = browser.js("[...document.querySelectorAll('#gate a')].map(a => [a.textContent, a.href])")
+    assert ["gate report", f"{base}/topic-lineage/data-docs/index.html"] in links
+    assert ["Data Docs", f"{base}/topic-lineage/data-docs/data_docs/index.html"] in links
+    assert "file:" not in browser.js("document.getElementById('gate').innerHTML")
+    assert str(ui_version["tl_home"]) not in browser.js("document.body.innerText")
+    # the axis of this multi-day timeline reads dates
+    ticks = browser.js(f"[...document.querySelectorAll('{block} svg.timeline text.tick')]"
+                       ".map(t => t.textContent)")
+    assert len(ticks) == 6 and all(len(t) == 10 and t.startswith("2026-") for t in ticks), ticks
+    browser.screenshot(OUTPUT / "ui-orders-timeline.png")
+    report = browser.js(f"fetch({json.dumps(base + '/topic-lineage/data-docs/index.html')})"
+                        ".then(r => r.text())")
+    assert "Latest run: version v0002" in report and "file:" not in report
+    assert "Great Expectations Data Docs" in browser.js(
+        f"fetch({json.dumps(base + '/topic-lineage/data-docs/data_docs/index.html')})"
+        ".then(r => r.text())")
+
+    # a timeline spanning hours: ticks carry the time, and no two read the same
+    short = browser.js("""(() => {
+        const svg = drawTimeline({ span: { start: "2026-11-05T06:00:00Z", end: "2026-11-05T12:00:00Z" },
+          incarnations: [{ ordinal: 1, topic_id: null, incarnation_key: "k", first_seen_at: "2026-11-05T06:00:00Z",
+            last_seen_at: "2026-11-05T12:00:00Z", deleted_at: null, is_live: true, versions: [] }] });
+        return [...svg.querySelectorAll("text.tick")].map(t => t.textContent); })()""")
+    assert len(short) == 6 and len(set(short)) == 6, short
+    assert short[1] == "11-05 07:07", short  # 6 h span + 2 % padding each side, 5 intervals
+
+    # The same topic found by its old ID in standard base64 (librdkafka's form).
+    browser.js("document.getElementById('q').value = ''")
+    browser.type_into("#q", id_forms(ORDERS_OLD)["standard_base64_padded"])
+    browser.js("document.getElementById('search-button').click()")
+    wait_for(lambda: "searched ID " + ORDERS_OLD in browser.js(
+        "document.getElementById('search-message').textContent"), 30, "the ID search")
+    wait_for(lambda: browser.js(f"document.querySelectorAll('{block} .incarnation').length") == 2,
+             30, "the timeline found by ID")
+
+    # A reappeared ID (R6) is drawn in the warning colour, with a warning line.
+    browser.js("document.getElementById('q').value = ''")
+    browser.type_into("#q", "ghost")
+    browser.js("document.getElementById('search-button').click()")
+    wait_for(lambda: browser.js(f"document.querySelectorAll('{block} svg .bar.reappeared').length")
+             == 1, 30, "the reappeared incarnation")
+    assert "reappeared" in browser.js(f"document.querySelector('{block} .warning-text').textContent")
+    colour = browser.js(f"getComputedStyle(document.querySelector('{block} svg .bar.reappeared')).fill")
+    assert colour == "rgb(217, 72, 15)"  # --warn
+    browser.screenshot(OUTPUT / "ui-reappeared-warning.png")

@@ -40,7 +40,7 @@ from test_airflow_local_deployment import (
 )
 from test_ui_browser import wait_for
 
-from tests.object_store_support import CLI, QUERIES, Worker, shared_env
+from tests.object_store_support import CLI, QUERIES, Worker, query_all, run_queries, shared_env
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.s3,
               pytest.mark.spark, pytest.mark.timeout(1800)]
@@ -95,15 +95,45 @@ def copy_the_store(bucket, local_home: Path) -> int:
     return copied
 
 
-def local_build_of(store_files_home: Path, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYICEBERG_", "TOPIC_LINEAGE_", "AWS_"))}
-    env.update(TOPIC_LINEAGE_HOME=str(store_files_home), HOME=str(tmp_path / "local-user"))
-    subprocess.run([CLI, "build", "--full-refresh"], env=env, check=True, capture_output=True,
-                   timeout=600, cwd=str(tmp_path))
-    return {name: subprocess.run([CLI, "query", "--format", "json", sql], env=env, check=True,
-                                 capture_output=True, text=True, timeout=300).stdout
-            for name, sql in QUERIES.items()}
+class LocalBuild:
+    """``topic-lineage build --full-refresh`` of a local home in the background (started while
+    Airflow builds on the bucket), then :data:`QUERIES` on its tables."""
+
+    def __init__(self, store_files_home: Path, tmp_path: Path):
+        self.proc: subprocess.Popen | None = None
+        self.cwd = tmp_path
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("PYICEBERG_", "TOPIC_LINEAGE_", "AWS_"))}
+        self.env.update(TOPIC_LINEAGE_HOME=str(store_files_home), HOME=str(tmp_path / "local-user"))
+        self.log = tmp_path / "local-build.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen([CLI, "build", "--full-refresh"], env=self.env, cwd=str(tmp_path),
+                                         stdout=out, stderr=subprocess.STDOUT)
+
+    def tables(self) -> dict[str, str]:
+        code = self.proc.wait(timeout=600)
+        assert code == 0, f"local build exited {code}: {self.log.read_text()[-3000:]}"
+        answers = run_queries(self.env, self.cwd, [["--format", "json", sql] for sql in QUERIES.values()])
+        return dict(zip(QUERIES, answers, strict=True))
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def local_build(tmp_path):
+    """``start(home)``: a :class:`LocalBuild` of ``home``, killed at the end if still running."""
+    builds = []
+
+    def start(home: Path) -> LocalBuild:
+        builds.append(LocalBuild(home, tmp_path))
+        return builds[-1]
+
+    yield start
+    for build in builds:
+        build.kill()
 
 
 @pytest.fixture
@@ -141,7 +171,7 @@ def deployment(broker, s3_bucket, iceberg_postgres, tmp_path):
 
 
 def test_the_dags_on_object_storage_with_the_credentials_in_a_connection(
-        deployment, broker, s3_bucket, tmp_path):
+        deployment, broker, s3_bucket, local_build, tmp_path):
     api, root = deployment["api"], deployment["root"]
     s3 = s3_bucket.env()
     secret = s3["AWS_SECRET_ACCESS_KEY"]
@@ -165,6 +195,11 @@ def test_the_dags_on_object_storage_with_the_credentials_in_a_connection(
         run = trigger(api, SNAPSHOT_DAG)
         assert run_to_the_end(api, SNAPSHOT_DAG, run["dag_run_id"], secret.encode(), 300) == "success"
         assert task_instances(api, SNAPSHOT_DAG, run["dag_run_id"])["capture"]["state"] == "success"
+    # no scheduled capture from now on: the build and the reference read the same snapshots
+    api.json(f"/api/v2/dags/{SNAPSHOT_DAG}", "PATCH", {"is_paused": True})
+    # The reference: the stored snapshots built on local disk, meanwhile
+    assert copy_the_store(s3_bucket, tmp_path / "local-home") >= 2
+    reference = local_build(tmp_path / "local-home")
     api.json(f"/api/v2/dags/{BUILD_DAG}", "PATCH", {"is_paused": False})
     run = trigger(api, BUILD_DAG)
     assert run_to_the_end(api, BUILD_DAG, run["dag_run_id"], secret.encode(), 900) == "success"
@@ -183,11 +218,10 @@ def test_the_dags_on_object_storage_with_the_credentials_in_a_connection(
     # The published tables equal a local-disk build of the same stored snapshots.
     shared = shared_env(s3, s3_bucket.url("home"), deployment["catalog"]["PYICEBERG_CATALOG__SHARED__URI"])
     reader = Worker(shared, tmp_path / "reader")
-    on_s3 = {name: reader.run("query", "--format", "json", sql).stdout for name, sql in QUERIES.items()}
+    on_s3 = query_all(reader)
     orders = [r for r in json.loads(on_s3["incarnations"]) if r["topic_name"] == "orders"]
     assert len({r["topic_id"] for r in orders}) == 2, orders  # deleted and re-created
-    assert copy_the_store(s3_bucket, tmp_path / "local-home") >= 2
-    assert on_s3 == local_build_of(tmp_path / "local-home", tmp_path)
+    assert on_s3 == reference.tables()
     # the lineage export ran as a task: the drop of the first orders was sent, and recorded
     from lineage_receiver import by_kind
 

@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,7 +44,7 @@ from test_airflow_local_deployment import (
     trigger_and_wait,
 )
 from test_install import build_wheel
-from test_ui_browser import headless_chromium, process_group, wait_for
+from test_ui_browser import headless_chromium, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(900)]
 
@@ -105,6 +106,32 @@ def user_environment(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env["PATH"] = ":".join(path)
     return env
+
+
+@contextlib.contextmanager
+def components(airflow: Path, env: dict, root: Path):
+    """api-server, scheduler and dag-processor, each in a process group of its own (its log
+    ``<root>/<component>.log``); at the end every group is sent SIGTERM at once, then each is
+    waited for (SIGKILL after 20 s)."""
+    procs = []
+    try:
+        for component in ("api-server", "scheduler", "dag-processor"):
+            with open(root / f"{component}.log", "wb") as log:
+                procs.append(subprocess.Popen([str(airflow), component], env=env, stdout=log,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+        yield procs
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -191,9 +218,7 @@ def own_airflow(broker_session):
              "topic-lineage publishes one version at a time"], env=env, cwd=root)
         run([airflow, "pools", "set", "topic_lineage_build", "1",
              "topic-lineage builds one version at a time"], env=env, cwd=root)
-        for component in ("api-server", "scheduler", "dag-processor"):
-            stack.enter_context(process_group([str(airflow), component], env,
-                                              root / f"{component}.log"))
+        stack.enter_context(components(airflow, env, root))
         base = f"http://127.0.0.1:{api_port}"
         wait_for(lambda: request(base + "/api/v2/monitor/health")[0] == 200, 300,
                  "Airflow's API", interval=2)
@@ -219,7 +244,7 @@ def test_the_package_comes_from_the_wheel_in_the_new_venv(own_airflow, api):
     assert (own_airflow["package"] / "quality" / "gx" / "great_expectations.yml").is_file()
     assert not any(Path(own_airflow["root"], "plugins").iterdir())
     wait_for(lambda: {d["dag_id"] for d in api.json("/api/v2/dags")["dags"]}
-             == {SNAPSHOT_DAG, BUILD_DAG}, 180, "both DAGs parsed", interval=3)
+             == {SNAPSHOT_DAG, BUILD_DAG}, 180, "both DAGs parsed", interval=1)
     assert api.json("/api/v2/importErrors")["total_entries"] == 0
     plugins = {p["name"]: p for p in api.json("/api/v2/plugins")["plugins"]}
     assert re.match(r"topic[-_]lineage==", plugins["topic_lineage"]["source"]), plugins

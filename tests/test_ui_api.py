@@ -113,14 +113,39 @@ def bearer_check(request: Request) -> str:
     return "tester"
 
 
-@pytest.fixture
-def client(tl_home):
+def scenario_app(home: Path, monkeypatch) -> TestClient:
+    """The app over ``home`` with the scenario published as ``v0001`` (not yet entered)."""
     from topic_lineage.ui.app import create_app
 
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(home))
     rows, runs = scenario()
     publish("v0001", rows, runs)
-    with TestClient(create_app(bearer_check, login_url="/auth/login")) as test_client:
+    return TestClient(create_app(bearer_check, login_url="/auth/login"))
+
+
+@pytest.fixture
+def client(tl_home, monkeypatch):
+    """The app over a home of this test's own: for the tests that change what it reads."""
+    with scenario_app(tl_home, monkeypatch) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="module")
+def _shared_home(tmp_path_factory):
+    """One home with the scenario published, for the module's tests that only read it (a
+    publish per test cost more than the test)."""
+    home = tmp_path_factory.mktemp("ui-api") / "tl-home"
+    with pytest.MonkeyPatch.context() as monkeypatch, \
+            scenario_app(home, monkeypatch) as test_client:
+        yield home, test_client
+
+
+@pytest.fixture
+def reader(_shared_home, monkeypatch):
+    """The app over the shared published scenario (read only: nothing may change there)."""
+    home, test_client = _shared_home
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(home))
+    return test_client
 
 
 def get(client, path, **params):
@@ -128,9 +153,9 @@ def get(client, path, **params):
 
 
 # --- search ---------------------------------------------------------------------------------
-def test_search_by_name_finds_the_topic_in_every_cluster(client):
+def test_search_by_name_finds_the_topic_in_every_cluster(reader):
     """An exact name lists one result per cluster that ever had it, marked as a name match."""
-    body = get(client, "/api/search", q="orders").json()
+    body = get(reader, "/api/search", q="orders").json()
     hits = {(r["cluster_alias"], r["topic_name"]): r for r in body["results"]}
     assert set(hits) == {("prod-eu", "orders"), ("prod-us", "orders")}
     assert hits[("prod-eu", "orders")]["incarnations"] == 2
@@ -139,18 +164,18 @@ def test_search_by_name_finds_the_topic_in_every_cluster(client):
     assert body["topic_id"] is None
 
 
-def test_search_by_part_of_a_name_and_cluster_filter(client):
-    body = get(client, "/api/search", q="ORD", cluster_id=PROD_US).json()
+def test_search_by_part_of_a_name_and_cluster_filter(reader):
+    body = get(reader, "/api/search", q="ORD", cluster_id=PROD_US).json()
     assert [(r["cluster_id"], r["topic_name"], r["matched_by"]) for r in body["results"]] == [
         (PROD_US, "orders", "partial")
     ]
 
 
 @pytest.mark.parametrize("form", list(id_forms(ORDERS_OLD)))
-def test_search_by_every_id_form_finds_the_deleted_incarnation(client, form):
+def test_search_by_every_id_form_finds_the_deleted_incarnation(reader, form):
     """Kafka's form, standard base64 (with/without padding) and RFC 4122 all find the same ID."""
     text = id_forms(ORDERS_OLD)[form]
-    body = get(client, "/api/search", q=text).json()
+    body = get(reader, "/api/search", q=text).json()
     assert body["topic_id"] == ORDERS_OLD
     assert [(r["cluster_id"], r["topic_name"], r["matched_by"]) for r in body["results"]] == [
         (PROD_EU, "orders", "id")
@@ -158,9 +183,9 @@ def test_search_by_every_id_form_finds_the_deleted_incarnation(client, form):
 
 
 @pytest.mark.parametrize("form", list(id_forms(ORDERS_OLD)))
-def test_ids_endpoint_accepts_every_id_form(client, form):
+def test_ids_endpoint_accepts_every_id_form(reader, form):
     text = id_forms(ORDERS_OLD)[form]
-    response = client.get("/api/ids/" + quote(text, safe=""), headers=AUTH)
+    response = reader.get("/api/ids/" + quote(text, safe=""), headers=AUTH)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["topic_id"] == ORDERS_OLD
@@ -170,11 +195,11 @@ def test_ids_endpoint_accepts_every_id_form(client, form):
     ]
 
 
-def test_id_assigned_later_is_found_by_id_and_keeps_its_history(client):
+def test_id_assigned_later_is_found_by_id_and_keeps_its_history(reader):
     """R4: a topic first seen without an ID is one incarnation with an id_assigned version."""
-    body = get(client, "/api/search", q=rfc4122(LEGACY)).json()
+    body = get(reader, "/api/search", q=rfc4122(LEGACY)).json()
     assert [r["topic_name"] for r in body["results"]] == ["legacy"]
-    timeline = get(client, "/api/timeline", name="legacy").json()
+    timeline = get(reader, "/api/timeline", name="legacy").json()
     (inc,) = timeline["clusters"][0]["incarnations"]
     assert inc["topic_id"] == LEGACY
     assert [v["change_type"] for v in inc["versions"]] == ["created", "id_assigned"]
@@ -182,8 +207,8 @@ def test_id_assigned_later_is_found_by_id_and_keeps_its_history(client):
 
 
 # --- timeline -------------------------------------------------------------------------------
-def test_timeline_of_a_recreated_topic_shows_both_incarnations(client):
-    body = get(client, "/api/timeline", name="orders", cluster_id=PROD_EU).json()
+def test_timeline_of_a_recreated_topic_shows_both_incarnations(reader):
+    body = get(reader, "/api/timeline", name="orders", cluster_id=PROD_EU).json()
     (cluster,) = body["clusters"]
     assert cluster["cluster_alias"] == "prod-eu"
     assert cluster["recreations"] == 1
@@ -202,25 +227,25 @@ def test_timeline_of_a_recreated_topic_shows_both_incarnations(client):
     assert cluster["span"] == {"start": "2026-11-01T00:00:00Z", "end": "2026-11-10T00:00:00Z"}
 
 
-def test_timeline_without_cluster_covers_every_cluster(client):
-    body = get(client, "/api/timeline", name="orders").json()
+def test_timeline_without_cluster_covers_every_cluster(reader):
+    body = get(reader, "/api/timeline", name="orders").json()
     assert [(c["cluster_alias"], len(c["incarnations"])) for c in body["clusters"]] == [
         ("prod-eu", 2),
         ("prod-us", 1),
     ]
 
 
-def test_reappearance_is_flagged(client):
+def test_reappearance_is_flagged(reader):
     """R6: a reappeared version is shown (as a warning), never hidden."""
-    (cluster,) = get(client, "/api/timeline", name="ghost").json()["clusters"]
+    (cluster,) = get(reader, "/api/timeline", name="ghost").json()["clusters"]
     (inc,) = cluster["incarnations"]
     assert inc["has_reappeared"] is True
     assert inc["versions"][-1]["change_type"] == "reappeared"
 
 
 # --- overview -------------------------------------------------------------------------------
-def test_cluster_overview_counts_deletions_and_recreations(client):
-    body = get(client, "/api/overview", cluster_id=PROD_EU, days=30).json()
+def test_cluster_overview_counts_deletions_and_recreations(reader):
+    body = get(reader, "/api/overview", cluster_id=PROD_EU, days=30).json()
     assert body["cluster_alias"] == "prod-eu"
     assert body["window_end"] == "2026-11-10T00:00:00Z"
     # orders (new), payments, legacy, the SQL-looking one, and ghost (current again)
@@ -238,15 +263,15 @@ def test_cluster_overview_counts_deletions_and_recreations(client):
     ]
 
 
-def test_overview_window_excludes_older_events(client):
-    body = get(client, "/api/overview", cluster_id=PROD_EU, days=4).json()
+def test_overview_window_excludes_older_events(reader):
+    body = get(reader, "/api/overview", cluster_id=PROD_EU, days=4).json()
     assert body["window_start"] == "2026-11-06T00:00:00Z"
     assert (body["deletions"], body["recreations"], body["daily"]) == (0, 0, [])
     assert body["most_recreated"][0]["topic_name"] == "orders"  # all-time ranking
 
 
-def test_clusters_list(client):
-    body = get(client, "/api/clusters").json()
+def test_clusters_list(reader):
+    body = get(reader, "/api/clusters").json()
     summary = {c["cluster_alias"]: c for c in body["clusters"]}
     assert summary["prod-eu"]["live_topics"] == 5
     assert summary["prod-eu"]["deleted_incarnations"] == 2
@@ -268,20 +293,20 @@ def test_status_shows_a_forced_publish_of_the_published_version(client):
 
 
 # --- names are data -------------------------------------------------------------------------
-def test_sql_looking_name_is_data(client):
-    body = get(client, "/api/search", q=EVIL_NAME).json()
+def test_sql_looking_name_is_data(reader):
+    body = get(reader, "/api/search", q=EVIL_NAME).json()
     assert [(r["topic_name"], r["matched_by"]) for r in body["results"]] == [(EVIL_NAME, "name")]
-    timeline = get(client, "/api/timeline", name=EVIL_NAME).json()
+    timeline = get(reader, "/api/timeline", name=EVIL_NAME).json()
     assert timeline["clusters"][0]["incarnations"][0]["topic_id"] == EVIL
     # The table is still there and complete.
-    status = get(client, "/api/status").json()
+    status = get(reader, "/api/status").json()
     assert status["row_counts"]["topic_incarnations"] == len(scenario()[0])
 
 
 @pytest.mark.parametrize("query", ["%", "_", "' OR '1'='1", "orders' --"])
-def test_wildcards_and_quotes_match_literally(client, query):
+def test_wildcards_and_quotes_match_literally(reader, query):
     """LIKE wildcards and quotes in a query are characters to find, not syntax."""
-    body = get(client, "/api/search", q=query).json()
+    body = get(reader, "/api/search", q=query).json()
     assert all(query in r["topic_name"] for r in body["results"]), body
     if query == "%":
         assert body["results"] == []  # no topic name contains a percent sign
@@ -300,23 +325,23 @@ def test_wildcards_and_quotes_match_literally(client, query):
     ],
     ids=["unknown-name", "name-in-other-cluster", "unknown-id", "unknown-cluster"],
 )
-def test_not_found(client, path, params):
-    response = get(client, path, **params)
+def test_not_found(reader, path, params):
+    response = get(reader, path, **params)
     assert response.status_code == 404
     assert response.json()["detail"]
 
 
 @pytest.mark.parametrize("text", ["not-an-id", "AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ"])
-def test_invalid_or_reserved_id_is_a_400_naming_the_input(client, text):
-    response = client.get("/api/ids/" + text, headers=AUTH)
+def test_invalid_or_reserved_id_is_a_400_naming_the_input(reader, text):
+    response = reader.get("/api/ids/" + text, headers=AUTH)
     assert response.status_code == 400
     assert text in response.json()["detail"]
 
 
-def test_search_validates_parameters(client):
-    assert get(client, "/api/search").status_code == 422
-    assert get(client, "/api/search", q="   ").status_code == 422
-    assert get(client, "/api/overview", cluster_id=PROD_EU, days=0).status_code == 422
+def test_search_validates_parameters(reader):
+    assert get(reader, "/api/search").status_code == 422
+    assert get(reader, "/api/search", q="   ").status_code == 422
+    assert get(reader, "/api/overview", cluster_id=PROD_EU, days=0).status_code == 422
 
 
 # --- authentication -------------------------------------------------------------------------
@@ -336,16 +361,16 @@ def test_search_validates_parameters(client):
         "/data-docs/index.html",
     ],
 )
-def test_every_route_refuses_unauthenticated_requests(client, path):
-    response = client.get(path)
+def test_every_route_refuses_unauthenticated_requests(reader, path):
+    response = reader.get(path)
     assert response.status_code == 401
     assert "orders" not in response.text
-    wrong = client.get(path, headers={"Authorization": "Bearer wrong"})
+    wrong = reader.get(path, headers={"Authorization": "Bearer wrong"})
     assert wrong.status_code == 401
 
 
-def test_unauthenticated_browser_gets_a_sign_in_link(client):
-    response = client.get("/", headers={"Accept": "text/html"})
+def test_unauthenticated_browser_gets_a_sign_in_link(reader):
+    response = reader.get("/", headers={"Accept": "text/html"})
     assert response.status_code == 401
     assert 'href="/auth/login"' in response.text
 
@@ -358,14 +383,14 @@ def test_create_app_refuses_to_run_without_authentication():
 
 
 # --- page, versions, gate -------------------------------------------------------------------
-def test_page_and_assets_are_served(client):
-    page = get(client, "/")
+def test_page_and_assets_are_served(reader):
+    page = get(reader, "/")
     assert page.status_code == 200
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert '<meta name="tl-base" content="/">' in page.text
-    assert get(client, "/static/app.js").headers["content-type"].startswith("text/javascript")
-    assert get(client, "/static/style.css").status_code == 200
-    assert get(client, "/static/../app.py").status_code == 404
+    assert get(reader, "/static/app.js").headers["content-type"].startswith("text/javascript")
+    assert get(reader, "/static/style.css").status_code == 200
+    assert get(reader, "/static/../app.py").status_code == 404
 
 
 def test_reads_only_the_published_version_and_follows_the_pointer(client):
@@ -560,6 +585,27 @@ def test_gate_report_and_data_docs_are_served_over_http_without_scripts(client):
     assert image.status_code == 200 and image.headers["content-type"] == "image/png"
 
 
+@pytest.fixture(scope="module")
+def _docs_home(tmp_path_factory):
+    """A home with the scenario published and a Data Docs site holding a symlink to a file
+    outside it, for the path tests (which only read it)."""
+    root = tmp_path_factory.mktemp("ui-api-docs")
+    outside = root / "secret.html"
+    outside.write_text("secret")
+    with pytest.MonkeyPatch.context() as monkeypatch, \
+            scenario_app(root / "tl-home", monkeypatch) as test_client:
+        site = gx_site()
+        (site["page"].parents[4] / "linked.html").symlink_to(outside)
+        yield root / "tl-home", test_client
+
+
+@pytest.fixture
+def docs_reader(_docs_home, monkeypatch):
+    home, test_client = _docs_home
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(home))
+    return test_client
+
+
 @pytest.mark.parametrize(
     ("path", "status"),
     [
@@ -578,12 +624,8 @@ def test_gate_report_and_data_docs_are_served_over_http_without_scripts(client):
         ("data_docs/static", 404),  # a directory
     ],
 )
-def test_data_docs_paths_are_refused_never_a_server_error(client, path, status, tmp_path):
-    site = gx_site()
-    outside = tmp_path / "secret.html"
-    outside.write_text("secret")
-    (site["page"].parents[4] / "linked.html").symlink_to(outside)
-    response = get(client, "/data-docs/" + path)
+def test_data_docs_paths_are_refused_never_a_server_error(docs_reader, path, status):
+    response = get(docs_reader, "/data-docs/" + path)
     assert response.status_code == status, response.text
     assert "secret" not in response.text
 
