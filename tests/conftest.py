@@ -347,7 +347,6 @@ _LONGEST_FIRST = (  # by their measured times in a full run (CI rehearsal of 2f4
     "test_jvm_archive.py",  # 45 in the fast tier
     "test_s3_server.py",  # 1.5 min: three server starts
     "test_ui_real_build.py",
-    "test_ui_browser.py",
 )
 
 

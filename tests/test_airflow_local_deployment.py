@@ -42,9 +42,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from browser_support import headless_chromium, http_status, wait_for
 from published_tables import publish
 from test_ui_api import ORDERS_NEW, ORDERS_OLD, PROD_EU, id_forms, scenario
-from test_ui_browser import headless_chromium, http_status, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(2400)]
 

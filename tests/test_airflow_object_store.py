@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+from browser_support import wait_for
 from test_airflow_local_deployment import (
     Api,
     cli,
@@ -38,7 +39,6 @@ from test_airflow_local_deployment import (
     task_instances,
     trigger,
 )
-from test_ui_browser import wait_for
 
 from tests.object_store_support import CLI, QUERIES, Worker, query_all, run_queries, shared_env
 

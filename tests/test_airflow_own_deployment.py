@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import pytest
+from browser_support import headless_chromium, wait_for
 from conftest import OFFSETS_TOPIC
 from test_airflow_local_deployment import (
     Api,
@@ -44,7 +45,6 @@ from test_airflow_local_deployment import (
     trigger_and_wait,
 )
 from test_install import build_wheel
-from test_ui_browser import headless_chromium, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(900)]
 

@@ -2,7 +2,8 @@
 
 Authentication here is a small real bearer check standing in for Airflow's (the app requires
 *some* dependency); ``test_plugin_*`` at the end runs the Airflow plugin with Airflow's own JWT
-check in a separate process, and tests/test_ui_browser.py runs it inside a real api-server.
+check in a separate process, and tests/test_airflow_local_deployment.py runs it inside a real
+api-server (driven by Chromium: tests/browser_support.py).
 """
 
 from __future__ import annotations

@@ -256,7 +256,7 @@ def test_groups_of_a_spark_built_version(spark, tl_home, tmp_path):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_groups_on_the_timeline_page_in_chromium(spark, tl_home, tmp_path):
-    from test_ui_browser import CHROMIUM, OUTPUT, wait_for
+    from browser_support import CHROMIUM, OUTPUT, wait_for
     from test_ui_real_build import offline_chromium, serving
 
     from topic_lineage.ui.app import create_app

@@ -19,10 +19,10 @@ import time
 import urllib.request
 
 import pytest
+from browser_support import CHROMIUM, OUTPUT, chromium, free_port, wait_for
 from fastapi.testclient import TestClient
 from gate_support import pass_gate
 from test_ui_api import AUTH, ORDERS_NEW, ORDERS_OLD, TOKEN, bearer_check
-from test_ui_browser import CHROMIUM, OUTPUT, chromium, free_port, wait_for
 
 from topic_lineage import store, tables
 from topic_lineage import warehouse as wh

@@ -41,6 +41,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
+from browser_support import wait_for
 from test_airflow_local_deployment import (  # the deployment test's own helpers
     BUILD_DAG,
     SNAPSHOT_DAG,
@@ -52,7 +53,6 @@ from test_airflow_local_deployment import (  # the deployment test's own helpers
     trigger_and_wait,
     ui_backfill,
 )
-from test_ui_browser import wait_for
 
 UI_DIALOG_MAX_ACTIVE_RUNS = 1
 """What Airflow 3.3's Backfill dialog sends unless the user changes it (and at most the DAG's

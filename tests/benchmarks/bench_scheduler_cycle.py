@@ -46,6 +46,7 @@ sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS.parent))
 
 from bench_backfill import local_deployment, secs, ts, wait_quiet
+from browser_support import wait_for
 from test_airflow_local_deployment import (  # the deployment test's own helpers
     BUILD_DAG,
     SNAPSHOT_DAG,
@@ -56,7 +57,6 @@ from test_airflow_local_deployment import (  # the deployment test's own helpers
     trigger,
     trigger_and_wait,
 )
-from test_ui_browser import wait_for
 
 TASKS = ("plan", "build", "validate", "publish", "health")
 
