@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.benchmarks.bench_scaleout import build, compare
+from tests.benchmarks.run_all import bench_scaleout, table
 from tests.servers.standalone import (
     StandaloneClusterError,
     standalone_cluster,
@@ -82,10 +84,16 @@ def finished_cluster(tmp_path_factory):
             seen["app_running"] = [app["name"] for app in cluster.state()["activeapps"]]
         finally:
             spark.stop()
-        # A user's build on the cluster: spark_jobs/build.py with the master in its environment
+        # A user's build on the cluster: spark_jobs/build.py with the master in its environment,
+        # as the benchmark's scale-out phase runs it (run_all --quick skips that phase: it is
+        # proved here), after the same store's build on local[*]
         seen["home"] = _small_store(tmp_path_factory.mktemp("standalone-home"))
-        seen["standalone_build"] = build(seen["home"], "v-standalone", cluster.master_url,
-                                         cluster.driver_conf())
+        seen["local_build"] = build(seen["home"], "v-local", "local[*]")
+        with pytest.MonkeyPatch.context() as env:  # bench_scaleout sets it: restored on leaving
+            env.setenv("TOPIC_LINEAGE_HOME", str(seen["home"]))
+            seen["scaleout"] = bench_scaleout(
+                seen["home"], tmp_path_factory.mktemp("scaleout-work"),
+                seen["local_build"]["build_s"], gate=False, cluster=cluster)
     return seen
 
 
@@ -114,13 +122,21 @@ def _small_store(home):
 @pytest.mark.slow  # the module's cluster (a master and two workers): not in the fast tier
 def test_a_build_walks_its_clusters_on_the_executors_and_writes_the_local_tables(finished_cluster):
     """The same store built on ``local[*]``: every table identical row for row; on the cluster
-    each Kafka cluster's walk ran in an executor (both were used), none in the driver."""
+    each Kafka cluster's walk ran in an executor (both were used), none in the driver. The
+    build on the cluster is the benchmark's scale-out phase (run_all.bench_scaleout): its rows
+    are also those of the DuckDB reference."""
     seen = finished_cluster
-    build(seen["home"], "v-local", "local[*]")
-    differences = compare(seen["home"] / "warehouse" / "versions", ["v-local", "v-standalone"])
+    scaleout = seen["scaleout"]
+    assert scaleout["rows_identical_to_reference"] is True, scaleout
+    assert scaleout["build_s"] > 0 and scaleout["process_wall_s"] > 0 and scaleout["ratio_to_local"] > 0
+    assert scaleout["master"] == "spark standalone, 2 workers, 1 core, 1g (127.0.0.1)"
+    printed = table({"scaleout": scaleout})  # run_all's table of figures
+    assert "scale-out: standalone full refresh (s)" in printed, printed
+    assert re.search(r"scale-out: rows identical to reference +True", printed), printed
+    differences = compare(seen["home"] / "warehouse" / "versions", ["v-local", "standalone"])
     assert differences["identical"], differences
     assert differences[t.TOPIC_INCARNATIONS]["rows"]["v-local"] > 90
-    tasks = json.loads((seen["home"] / "warehouse" / "versions" / "v-standalone" / "manifest.json")
+    tasks = json.loads((seen["home"] / "warehouse" / "versions" / "standalone" / "manifest.json")
                        .read_text())["walk_tasks"]
     assert len(tasks) == 3
     assert {task["executor"] for task in tasks.values()} == {"0", "1"}, tasks

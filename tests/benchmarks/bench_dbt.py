@@ -7,9 +7,10 @@ dbt is an optional dependency (``bash scripts/install_dbt.sh`` makes ``.venv-dbt
 ``requirements-dbt.lock``, found by default; or ``pip install -e '.[bench]'``, or any venv:
 ``--dbt`` names its ``dbt`` executable); without it this prints why and exits 0, unless
 ``--dbt`` names one that does not exist (exit 2). ``--quick`` is the size of the test
-(tests/test_bench_dbt.py): 60 topics x 2 clusters x 6 rounds, with an incomplete snapshot and a
+(tests/test_bench_dbt.py): 60 topics x 2 clusters x 5 rounds, with an incomplete snapshot and a
 describe error forced (the broken listing is always in round 3 of the last cluster), so every
-kind of difference occurs. The dbt project is
+kind of difference occurs; round 4, the last, undoes them all (each snapshot is a `dbt snapshot`
+process of a few seconds: no more rounds than that). The dbt project is
 ``tests/benchmarks/dbt_peer/``: ``check`` strategy on the topic attributes (name, partitions,
 replication factor, internal), unique key cluster + topic ID, ``hard_deletes: new_record``; its
 source is the newest snapshot of each cluster. dbt snapshots the *current* state, so the history
@@ -40,8 +41,8 @@ SCRIPT = Path(sys.executable).with_name("topic-lineage")
 # --quick: (cluster index, round) of the forced incomplete snapshot and describe error; the
 # broken listing is datagen's GLITCH_ROUND of the last cluster. Each is followed by complete
 # rounds, so dbt's spurious deletions and versions are undone again (and show as such).
-QUICK = {"topics": 60, "clusters": 2, "rounds": 6,
-         "incomplete": ((0, 4),), "describe_errors": ((0, 2),)}
+QUICK = {"topics": 60, "clusters": 2, "rounds": 5,
+         "incomplete": ((0, 3),), "describe_errors": ((0, 2),)}
 SNAPSHOT_NODE = "snapshot.topic_lineage_peer.topic_versions"
 DIFFERENCES = ("false_deletions", "deleted_then_back", "shown_deleted_but_live", "extra_versions",
                "fewer_versions", "missed_deletions", "missing_in_dbt")
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
     parser.add_argument("--clusters", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--quick", action="store_true",
-                        help="the test's size: 60 topics x 2 clusters x 6 rounds, every case forced")
+                        help="the test's size: 60 topics x 2 clusters x 5 rounds, every case forced")
     parser.add_argument("--dbt", help="the dbt executable (default: $PEER_DBT, .venv-dbt/, PATH, "
                                       "this venv)")
     parser.add_argument("--json-out", type=Path, help="also write the figures as JSON here")

@@ -263,20 +263,30 @@ def bench_reference(home: Path, work: Path) -> dict:
 
 
 # --- 4. scale-out -----------------------------------------------------------------------------------
-def bench_scaleout(home: Path, work: Path, local_seconds: float, gate: bool = True) -> dict:
+def bench_scaleout(home: Path, work: Path, local_seconds: float, gate: bool = True,
+                   cluster=None) -> dict:
+    """A full refresh of ``home``'s store (version ``standalone``) on a standalone ``cluster``
+    (:mod:`tests.servers.standalone`), its rows checked against a fresh DuckDB reference of the
+    same store. By default the cluster is a master + one worker (2 cores, 2g) started for it;
+    tests/test_spark_standalone.py passes its running two-worker cluster."""
     from tests.benchmarks import reference_duckdb as ref
-    from tests.servers.standalone import standalone_cluster
+    from tests.servers.standalone import HOST, standalone_cluster
     from topic_lineage import warehouse as wh
 
-    log("scale-out: standalone master + 1 worker")
-    with standalone_cluster(workers=1, cores_per_worker=2, memory="2g", work_dir=work / "standalone") as cluster:
-        result = run_build(home, "standalone", full=True, master=cluster.master_url, publish=gate,
-                           conf=cluster.driver_conf())
+    if cluster is None:
+        log("scale-out: standalone master + 1 worker")
+        with standalone_cluster(workers=1, cores_per_worker=2, memory="2g",
+                                work_dir=work / "standalone") as started:
+            return bench_scaleout(home, work, local_seconds, gate, started)
+    result = run_build(home, "standalone", full=True, master=cluster.master_url, publish=gate,
+                       conf=cluster.driver_conf())
     os.environ["TOPIC_LINEAGE_HOME"] = str(home)
     # The store now also holds the incremental benchmark's extra snapshot: a fresh reference.
     ref.build(work / "reference-rows-scaleout")
     check = ref.compare(work / "reference-rows-scaleout", wh.version_dir("standalone"))
-    return {"master": "spark standalone, 1 worker, 2 cores, 2g (127.0.0.1)",
+    plural = lambda n, word: f"{n} {word}{'s' if n > 1 else ''}"
+    return {"master": f"spark standalone, {plural(cluster.workers, 'worker')}, "
+                      f"{plural(cluster.cores_per_worker, 'core')}, {cluster.memory} ({HOST})",
             "build_s": result["build_s"], "process_wall_s": result["process_wall_s"],
             "ratio_to_local": round(result["build_s"] / local_seconds, 2),
             "rows_identical_to_reference": check["identical"]}
