@@ -7,7 +7,8 @@ loopback address), configured from the environment as AWS's tools are (issue #45
   share no directory with the driver), with the S3A jars the driver hands them: in
   tests/test_object_store_home.py, on the same cluster as a build of a home on S3 (one cluster's
   start for both);
-- a wrong secret fails in seconds, with one error naming the refusal;
+- a wrong secret fails in seconds, with one error naming the refusal, and so does an endpoint
+  that does not answer (both in one session);
 - the secret is neither a Spark setting nor on any command line of the driver's processes.
 
 Each scenario runs in a process of its own (``tests/spark_s3_job.py``): the S3A jars must be on
@@ -48,10 +49,10 @@ def s3_bucket_m(s3_server):
         bucket.delete()
 
 
-def s3_env(bucket, secret: str | None = None, endpoint: str | None = None) -> dict[str, str]:
+def s3_env(bucket, secret: str | None = None) -> dict[str, str]:
     """The environment a user sets for an S3-compatible server: AWS's variables, no Spark setting."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-    env.update(bucket.env(endpoint))
+    env.update(bucket.env())
     if secret is not None:
         env["AWS_SECRET_ACCESS_KEY"] = secret
     return env
@@ -120,11 +121,17 @@ def test_local_session_writes_and_reads_parquet_on_s3_and_holds_no_secret(s3_buc
     assert any("hadoop-aws-3.5.0.jar" in line for line in answer["cmdlines"])  # the JVM's, seen
 
 
-def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_bucket_m):
+def test_a_wrong_secret_and_an_endpoint_that_does_not_answer_fail_quickly_with_one_clear_error(s3_bucket_m):
     """S3 refuses the signature (403): S3A does not retry that, so the write fails in seconds,
-    before any task, with one ``AccessDeniedException`` (in PySpark a ``Py4JJavaError``)."""
+    before any task, with one ``AccessDeniedException`` (in PySpark a ``Py4JJavaError``).
+    Connection refused (another bucket, whose endpoint no server answers: S3A's per-bucket
+    setting, in the same session): the SDK's and S3A's retries are few (S3_RETRY_CONF), so the
+    write fails in seconds, not after S3A's default minute of growing pauses."""
+    nowhere = f"http://127.0.0.1:{_free_port()}"
     answer = run_job({"action": "roundtrip", "url": s3_bucket_m.url("wrong/x"), "rows": 10,
-                      "locations": [s3_bucket_m.url()]}, s3_env(s3_bucket_m, secret="not-the-secret"))
+                      "locations": [s3_bucket_m.url()], "also": ["s3://nowhere/none/x"],
+                      "conf": {"spark.hadoop.fs.s3a.bucket.nowhere.endpoint": nowhere}},
+                     s3_env(s3_bucket_m, secret="not-the-secret"))
     assert answer.get("error_type"), answer
     print(f"\nwrong secret: {answer['error_type']} after {answer['error_s']:.1f} s: "
           f"{answer['error'][:600]}")
@@ -136,16 +143,11 @@ def test_a_wrong_secret_fails_quickly_with_one_clear_error(s3_bucket_m):
     assert first_line.startswith(": java.nio.file.AccessDeniedException: s3://"), first_line
     assert "Status Code: 403" in first_line, first_line
 
-
-def test_an_endpoint_that_does_not_answer_fails_in_seconds(s3_bucket_m):
-    """Connection refused: the SDK's and S3A's retries are few (S3_RETRY_CONF), so the write
-    fails in seconds, not after S3A's default minute of growing pauses."""
-    answer = run_job({"action": "roundtrip", "url": s3_bucket_m.url("none/x"), "rows": 10,
-                      "locations": [s3_bucket_m.url()]},
-                     s3_env(s3_bucket_m, endpoint=f"http://127.0.0.1:{_free_port()}"))
-    assert answer.get("error_type"), answer
-    assert answer["error_s"] < 30, answer
-    assert ": java.net.ConnectException: getFileStatus on s3://" in answer["error"], answer["error"][:600]
+    [refused] = answer["also"]
+    assert refused and refused.get("error_type"), answer
+    assert refused["error_s"] < 30, refused
+    assert ": java.net.ConnectException: getFileStatus on s3://nowhere/" in refused["error"], \
+        refused["error"][:600]
 
 
 @pytest.mark.skipif(shutil.which("mvn") is None, reason="no Maven")
