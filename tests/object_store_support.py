@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +29,38 @@ def store_rounds(env: dict, first: int, last: int) -> None:
             f"print(History(topics=40, clusters=2, seed=11).store_rounds({first}, {last}))")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                    env=env, cwd=str(ROOT), timeout=300)
+
+
+# Steps of the seeded two-cluster history (``(first, last, only)``: rounds ``first .. last-1``
+# of every cluster, or of cluster ``only``), each snapshot with a consumer group that commits
+# on three of its live topics (so the group tables have rows to keep and to derive again).
+STORE_STEPS = """
+import dataclasses, json, sys
+from tests.benchmarks.datagen import History
+from topic_lineage import store
+from topic_lineage.snapshot import GroupObservation, GroupOffset
+for first, last, only in json.loads(sys.argv[1]):
+    for snaps in History(topics=40, clusters=2, seed=11).rounds(first, last):
+        chosen = [s for i, s in enumerate(snaps) if only == "all" or i == int(only)]
+        stored = []
+        for snap in chosen:
+            live = [x for x in snap.topics if x.topic_id and x.partition_count and not x.error][:3]
+            offsets = tuple(GroupOffset(x.name, 0, 5 + first, 9 + first) for x in live)
+            stored.append(dataclasses.replace(snap, groups_complete=True,
+                                              groups=(GroupObservation("billing", "Stable", None, offsets),)))
+        store.save_all(stored, "live")
+"""
+
+# The history the object-store tests store (in these steps, or some of them at a time), so that
+# one local build of it is the reference of every one of them (:func:`local_tables`): rounds
+# 0-3 of both clusters, then 4-5 and 6 of the first only.
+HISTORY = ((0, 4, "all"), (4, 6, "0"), (6, 7, "0"))
+
+
+def store_steps(env: dict, *steps: tuple[int, int, str]) -> None:
+    """Store each of ``steps`` of the seeded history (:data:`STORE_STEPS`), in one process."""
+    subprocess.run([sys.executable, "-c", STORE_STEPS, json.dumps(steps)], env=env, check=True,
+                   capture_output=True, text=True, cwd=str(ROOT), timeout=300)
 
 
 class Worker:
@@ -124,25 +157,29 @@ def _query_all(env: dict[str, str], cwd: Path) -> dict[str, str]:
     return dict(zip(QUERIES, answers, strict=True))
 
 
-_LOCAL_TABLES: dict[tuple[tuple[int, int], ...], dict[str, str]] = {}
+def local_tables(tmp_path_factory, steps: tuple[tuple[int, int, str], ...] = HISTORY) -> dict[str, str]:
+    """What :data:`QUERIES` answer on a local home that stored ``steps`` of the seeded history
+    (:func:`store_steps`) and built them in one full refresh: the tables an object-store test's
+    must equal. The same steps always give the same tables, so the test session builds each
+    once (a CLI build and three queries, half a minute on 2 busy cores), whichever xdist worker
+    asks first: the others wait for it and read its answers from the directory the workers
+    share."""
+    import fcntl
 
-
-def local_tables(tmp_path: Path, rounds: list[tuple[int, int]]) -> dict[str, str]:
-    """What :data:`QUERIES` answer on a local home that stored ``rounds`` of the seeded history
-    (``store_rounds``) and built them in one full refresh: the tables an object-store test's
-    must equal. The same rounds always give the same tables, so this test process builds each
-    once (a CLI build and three queries, half a minute on 2 busy cores) and keeps the answers."""
-    key = tuple((first, last) for first, last in rounds)
-    if key not in _LOCAL_TABLES:
-        _LOCAL_TABLES[key] = _build_locally(tmp_path, rounds)
-    return _LOCAL_TABLES[key]
-
-
-def _build_locally(tmp_path: Path, rounds: list[tuple[int, int]]) -> dict[str, str]:
-    env = local_env(tmp_path)
-    for first, last in rounds:
-        store_rounds(env, first, last)
-    return full_build_tables(env, tmp_path)
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    key = "-".join(f"{first}_{last}_{only}" for first, last, only in steps)
+    answers = root / f"local-tables-{key}.json"
+    with open(root / f"local-tables-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not answers.exists():
+            where = Path(tempfile.mkdtemp(prefix=f"local-tables-{key}-", dir=root))
+            env = local_env(where)
+            store_steps(env, *steps)
+            tables = full_build_tables(env, where)
+            answers.with_suffix(".tmp").write_text(json.dumps(tables))
+            answers.with_suffix(".tmp").replace(answers)
+    return json.loads(answers.read_text())
 
 
 def local_env(root: Path) -> dict[str, str]:

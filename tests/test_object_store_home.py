@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from tests.object_store_support import (
+    HISTORY,
     ROOT,
     Worker,
     local_tables,
     query_all,
     shared_env,
-    store_rounds,
+    store_steps,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
@@ -34,12 +36,34 @@ pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 def shared(s3_bucket, iceberg_postgres, tmp_path):
     return shared_env(s3_bucket.env(), s3_bucket.url("home"), iceberg_postgres(tmp_path.name))
 
-def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(shared, s3_bucket, tmp_path):
+def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(shared, s3_bucket, broker, tmp_path,
+                                                                           tmp_path_factory):
     """Store, build, validate, publish and query each in a fresh process; then more snapshots
-    and an incremental build on yet another: the tables equal a local full build's (rounds 0-3,
-    then 4: the same snapshots as rounds 0-4 stored at once, so the local build is the one
-    test_a_build_on_standalone_workers_that_share_no_directory compares with)."""
-    store_rounds(Worker(shared, tmp_path / "capture-1").env, 0, 4)
+    and an incremental build on yet another: the tables equal a local full build's of the
+    same snapshots (``local_tables``: the session's one reference, which
+    test_a_build_on_standalone_workers_that_share_no_directory and the other object-store
+    tests compare with too).
+
+    Before that build, two live captures from a real broker (a cluster of its own, ``prod``),
+    a delete and re-create between them; after it, the OpenLineage export on one worker and
+    again on another: prod's datasets are named by the bootstrap server the capture used, and
+    the second export sends nothing (what was sent is recorded on the object store, not on the
+    first worker's disk). First of all, a build with a secret the server refuses: one line, and
+    nothing on the bucket changes."""
+    from tests.lineage_receiver import Receiver, by_kind
+
+    store_steps(Worker(shared, tmp_path / "capture-1").env, HISTORY[0])
+    # a build with a secret the server refuses: one line, and nothing on the bucket changes
+    stored = s3_bucket.keys("home/")
+    wrong = Worker({**shared, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}, tmp_path / "wrong")
+    done = wrong.run("build", check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = done.stderr.strip()
+    assert message.count("\n") == 0 and "Traceback" not in message, message
+    assert "refused the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message, message
+    assert "not-the-secret" not in message
+    assert s3_bucket.keys("home/") == stored
+
     Worker(shared, tmp_path / "build-1").run("build", "--no-publish", "--no-validate",
                                               "--version-id", "v1")
     verdict = Worker(shared, tmp_path / "gate-1").run("validate", "--version", "v1")
@@ -63,19 +87,59 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     assert ui["pages"] and all(status == 200 and "v1" in text for status, text in ui["pages"]), ui["pages"]
     assert ui["index"][0] == 200 and "v1" in ui["index"][1], ui["index"]
 
-    store_rounds(Worker(shared, tmp_path / "capture-2").env, 4, 5)
+    bootstrap = broker.bootstrap_servers
+    broker.create_topics([("orders", 2), "payments"])
+    Worker(shared, tmp_path / "live-1").run("snapshot", "--cluster", "prod", "--bootstrap-servers", bootstrap)
+    broker.delete_topics(["orders"])
+    broker.create_topics([("orders", 2)])
+    Worker(shared, tmp_path / "live-2").run("snapshot", "--cluster", "prod", "--bootstrap-servers", bootstrap)
+    store_steps(Worker(shared, tmp_path / "capture-2").env, *HISTORY[1:])
     built = Worker(shared, tmp_path / "build-2").run("build", "--version-id", "v2")
     assert "incremental" in built.stdout + built.stderr, built.stdout + built.stderr
     second = query_all(Worker(shared, tmp_path / "query-2"))
     assert second != first
+    # the seeded clusters' rows equal the local build's; prod's are the live captures'
+    seeded = {row["cluster_id"] for row in json.loads(first["runs"])}
+    local = local_tables(tmp_path_factory)
+    assert _only_clusters(second, seeded) == _only_clusters(local, seeded)
+    prod_runs = [row for row in json.loads(second["runs"]) if row["cluster_id"] not in seeded]
+    assert len(prod_runs) == 2 and all(row["complete"] for row in prod_runs), prod_runs
+    incarnations = json.loads(Worker(shared, tmp_path / "query-orders").run(
+        "query", "--format", "json",
+        "SELECT topic_id, deleted_at IS NULL AS live FROM topic_incarnations WHERE topic_name = 'orders'").stdout)
+    assert sorted(row["live"] for row in incarnations) == [False, True], incarnations
 
-    assert second == local_tables(tmp_path, [(0, 5)])
+    with Receiver() as receiver:
+        lineage = Worker({**shared, "OPENLINEAGE_URL": receiver.url}, tmp_path / "lineage-1")
+        lineage.run("lineage", "emit")
+        sent = len(receiver.events)
+        assert ("DROP", "orders") in {(kind, name) for kind, name, _ in by_kind(receiver.events)}
+        # prod's datasets are named by the bootstrap server the capture used (recorded on the
+        # store by the capture's worker), not by the cluster's alias
+        datasets = [d for e in receiver.events for d in e.get("outputs", []) + e.get("inputs", [])]
+        named = {d["namespace"] for d in datasets if d["name"].endswith(("orders", "payments"))}
+        assert named == {f"kafka://{bootstrap.split(',')[0]}"}, named
+        again = Worker({**shared, "OPENLINEAGE_URL": receiver.url}, tmp_path / "lineage-2")
+        again.run("lineage", "emit")
+        assert len(receiver.events) == sent > 0
+
     listed = s3_bucket.keys("home/")
     assert any(k.startswith("home/snapshots/cluster=") for k in listed)
     assert any(k.startswith("home/warehouse/versions/v2/topic_incarnations/") for k in listed)
     assert any(k.startswith("home/warehouse/iceberg/") and k.endswith(".metadata.json") for k in listed)
+    assert any(k.startswith("home/warehouse/openlineage/emitted/") for k in listed)
     # nothing of a step's own outlives it on another's disk: each worker has only its own copy
     assert not (tmp_path / "query-2" / "work" / "warehouse" / "catalog.db").exists()
+
+
+def _only_clusters(tables: dict[str, str], clusters: set[str]) -> dict[str, list[dict]]:
+    """The rows of ``tables`` (what :data:`QUERIES` answer) of ``clusters`` only (those of a
+    table without a cluster column all)."""
+    kept = {}
+    for name, text in tables.items():
+        rows = json.loads(text)
+        kept[name] = [row for row in rows if "cluster_id" not in row or row["cluster_id"] in clusters]
+    return kept
 
 
 UI_REQUESTS = """
@@ -89,6 +153,13 @@ index = client.get("/data-docs/data_docs/index.html")
 print(json.dumps({"gate": gate, "pages": [(p.status_code, p.text) for p in pages],
                   "index": (index.status_code, index.text)}))
 """
+
+
+def _names(text: str, word: str) -> bool:
+    """``word`` in ``text`` as a value of its own (``key=word``, ``--opt word``), not as part of a
+    longer name (the server's access key, ``topic-lineage``, is also this project's name, in the
+    paths of the jars on every command line)."""
+    return re.search(rf"(?<![\w./-]){re.escape(word)}(?![\w./-])", text) is not None
 
 
 def _ui_requests(worker: Worker) -> dict:
@@ -125,53 +196,8 @@ except store.SnapshotConflictError as exc:
     assert "c1" in listed and listed.count("2026-11-01") == 1, listed
 
 
-def test_refused_credentials_are_one_line_and_change_nothing(shared, s3_bucket, tmp_path):
-    store_rounds(Worker(shared, tmp_path / "capture").env, 0, 2)
-    before = s3_bucket.keys("home/")
-    wrong = Worker({**shared, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}, tmp_path / "wrong")
-    done = wrong.run("build", check=False)
-    assert done.returncode == 2, done.stdout + done.stderr
-    message = done.stderr.strip()
-    assert message.count("\n") == 0 and "Traceback" not in message, message
-    assert "refused the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message, message
-    assert "not-the-secret" not in message
-    assert s3_bucket.keys("home/") == before
-
-
-def test_a_live_capture_and_the_lineage_export_on_workers_of_their_own(shared, broker, s3_bucket, tmp_path):
-    """A capture from a real broker, a delete and re-create, a second capture, a build, then
-    the OpenLineage export on one worker and again on another: the datasets are named by the
-    bootstrap server the capture used, and the second sends nothing (what was sent is recorded
-    on the object store, not on the first worker's disk)."""
-    from tests.lineage_receiver import Receiver, by_kind
-
-    bootstrap = broker.bootstrap_servers
-    broker.create_topics([("orders", 2), "payments"])
-    Worker(shared, tmp_path / "capture-1").run("snapshot", "--cluster", "prod", "--bootstrap-servers", bootstrap)
-    broker.delete_topics(["orders"])
-    broker.create_topics([("orders", 2)])
-    Worker(shared, tmp_path / "capture-2").run("snapshot", "--cluster", "prod", "--bootstrap-servers", bootstrap)
-    Worker(shared, tmp_path / "build").run("build")
-    incarnations = json.loads(Worker(shared, tmp_path / "query").run(
-        "query", "--format", "json",
-        "SELECT topic_id, deleted_at IS NULL AS live FROM topic_incarnations WHERE topic_name = 'orders'").stdout)
-    assert sorted(row["live"] for row in incarnations) == [False, True], incarnations
-    with Receiver() as receiver:
-        first = Worker({**shared, "OPENLINEAGE_URL": receiver.url}, tmp_path / "lineage-1")
-        first.run("lineage", "emit")
-        sent = len(receiver.events)
-        assert ("DROP", "orders") in {(kind, name) for kind, name, _ in by_kind(receiver.events)}
-        # the datasets are named by the bootstrap server the capture used (recorded on the
-        # store by the capture's worker), not by the cluster's alias
-        named = {d["namespace"] for e in receiver.events for d in e.get("outputs", []) + e.get("inputs", [])}
-        assert named == {f"kafka://{bootstrap.split(',')[0]}"}, named
-        again = Worker({**shared, "OPENLINEAGE_URL": receiver.url}, tmp_path / "lineage-2")
-        again.run("lineage", "emit")
-        assert len(receiver.events) == sent > 0
-    assert any(k.startswith("home/warehouse/openlineage/emitted/") for k in s3_bucket.keys("home/"))
-
-
-def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket, tmp_path, monkeypatch):
+def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket, tmp_path, tmp_path_factory,
+                                                                monkeypatch):
     """Spark's standalone master with two workers, each in its own working directory; the
     store and the version only on S3. The walk tasks run on the workers' executors, read the
     snapshots and write the version through S3, and the tables equal a local build's.
@@ -179,13 +205,15 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
     First, on the same cluster, Spark's own Parquet writer and reader (``tests/spark_s3_job.py``,
     as in tests/test_spark_s3.py): the executors, not the driver, write and read the files
     through S3A, with the jars the driver gave them, the credentials of their environment and
-    the magic committer."""
+    the magic committer (``df.write.mode("error").parquet("s3://...")``: only data files and
+    ``_SUCCESS`` remain). What Spark shows of its settings and what ``ps`` shows of the
+    driver's processes carry neither the secret nor the access key ID."""
     from tests.servers.standalone import standalone_cluster
     from tests.spark_s3_job import run_job
 
     for key, value in s3_bucket.env().items():  # the workers' (and so the executors') credentials
         monkeypatch.setenv(key, value)
-    store_rounds(Worker(shared, tmp_path / "capture").env, 0, 5)
+    store_steps(Worker(shared, tmp_path / "capture").env, *HISTORY)
     with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=tmp_path / "cluster") as cluster:
         roundtrip = run_job({"action": "roundtrip", "url": s3_bucket.url("spark/x"), "rows": 5000,
                              "master": cluster.master_url, "placement": True,
@@ -199,8 +227,23 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
 
     assert roundtrip.get("error") is None, roundtrip["error"]
     assert roundtrip["count"] == 5000 and roundtrip["same_rows"]
+    names = [path.rsplit("/", 1)[1] for path in roundtrip["listing"]]
+    assert "_SUCCESS" in names and len([name for name in names if name.endswith(".parquet")]) == 4, names
     assert not [path for path in roundtrip["listing"] if "_temporary" in path or "__magic" in path]
-    assert roundtrip["success_committer"] == "magic"
+    assert roundtrip["success_committer"] == "magic"  # no copy-and-delete "rename" on S3
+    assert roundtrip["conf"]["spark.sql.sources.commitProtocolClass"].endswith("PathOutputCommitProtocol")
+    # the driver still maps the installation's archive of Spark's classes, the S3A jars added
+    assert roundtrip["maps_archive"] in (True, None)
+    # what Spark shows (its settings, as the UI and event log would) and what ps shows of the
+    # driver's processes carry neither the secret nor the access key ID
+    assert roundtrip["conf"]["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
+        "EnvironmentVariableCredentialsProvider")
+    secret, access_key = s3_bucket.server.secret_key, s3_bucket.server.access_key
+    assert not [key for key, value in roundtrip["conf"].items() if secret in value]
+    assert not [line for line in roundtrip["cmdlines"] if secret in line]
+    assert not [key for key, value in roundtrip["conf"].items() if _names(value, access_key)]
+    assert not [line for line in roundtrip["cmdlines"] if _names(line, access_key)]
+    assert any("hadoop-aws-3.5.0.jar" in line for line in roundtrip["cmdlines"])  # the JVM's, seen
     assert {row["executor_id"] for row in roundtrip["placement"]} == {"0", "1"}, roundtrip["placement"]
     # the jars went to that application's executors from the driver: each worker has them
     application = roundtrip["conf"]["spark.app.id"]
@@ -213,6 +256,6 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
         manifest = json.loads(f.read())
     executors = {task["executor"] for task in manifest["walk_tasks"].values()}
     assert executors and executors <= {"0", "1"}, manifest["walk_tasks"]
-    assert query_all(Worker(shared, tmp_path / "query")) == local_tables(tmp_path, [(0, 5)])
+    assert query_all(Worker(shared, tmp_path / "query")) == local_tables(tmp_path_factory)
     # the executors' directories hold no snapshot file: they read the store on S3
     assert not list((tmp_path / "cluster").rglob("*.parquet"))

@@ -25,54 +25,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import iceberg_peers as peers
 import pytest
 
 from tests.object_store_support import (
-    ROOT,
+    HISTORY,
     Worker,
-    full_build_tables,
-    local_env,
+    local_tables,
     query_all,
     run_queries,
     shared_env,
+    store_steps,
 )
 from topic_lineage import tables as t
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 VERSIONS = "home/warehouse/versions"
-
-# Rounds of the seeded two-cluster history, each snapshot with a consumer group that commits on
-# three of its live topics (so the group tables have rows to keep and to derive again).
-STORE = """
-import dataclasses, json, sys
-from tests.benchmarks.datagen import History
-from topic_lineage import store
-from topic_lineage.snapshot import GroupObservation, GroupOffset
-for first, last, only in json.loads(sys.argv[1]):
-    for snaps in History(topics=40, clusters=2, seed=11).rounds(first, last):
-        chosen = [s for i, s in enumerate(snaps) if only == "all" or i == int(only)]
-        stored = []
-        for snap in chosen:
-            live = [x for x in snap.topics if x.topic_id and x.partition_count and not x.error][:3]
-            offsets = tuple(GroupOffset(x.name, 0, 5 + first, 9 + first) for x in live)
-            stored.append(dataclasses.replace(snap, groups_complete=True,
-                                              groups=(GroupObservation("billing", "Stable", None, offsets),)))
-        store.save_all(stored, "live")
-"""
-
-
-def _store(env: dict, *steps: tuple[int, int, str]) -> None:
-    """Store each step's rounds (``(first, last, only)``: rounds ``first .. last-1`` of every
-    cluster, or of cluster ``only``), in one process."""
-    subprocess.run([sys.executable, "-c", STORE, json.dumps(steps)], env=env, check=True,
-                   capture_output=True, text=True, cwd=str(ROOT), timeout=300)
-
 
 @pytest.fixture
 def shared(s3_bucket, iceberg_postgres, tmp_path):
@@ -91,14 +62,14 @@ def _manifest(bucket, version: str) -> dict:
 
 
 def test_kept_files_are_referenced_not_uploaded_and_outlive_their_version_while_referenced(
-        shared, s3_bucket, tmp_path):
-    _store(Worker(shared, tmp_path / "capture-1").env, (0, 4, "all"))
+        shared, s3_bucket, tmp_path, tmp_path_factory):
+    store_steps(Worker(shared, tmp_path / "capture-1").env, HISTORY[0])
     Worker(shared, tmp_path / "build-1").run("build", "--version-id", "v1")
     v1 = _keys(s3_bucket, "v1")
 
     # only the first cluster has new snapshots: the second one's parts, its saved walk and
     # every topic_snapshots file of v1 are kept
-    _store(Worker(shared, tmp_path / "capture-2").env, (4, 6, "0"))
+    store_steps(Worker(shared, tmp_path / "capture-2").env, HISTORY[1])
     built = Worker(shared, tmp_path / "build-2").run("build", "--version-id", "v2")
     assert "incremental" in built.stdout + built.stderr, built.stdout + built.stderr
     manifest = _manifest(s3_bucket, "v2")
@@ -123,24 +94,23 @@ def test_kept_files_are_referenced_not_uploaded_and_outlive_their_version_while_
     _read_alike_by_peers(shared, s3_bucket, Worker(shared, tmp_path / "peers"), base="v1")
 
     # v1 and v2 go (keep 1, no grace); what v3 references of them stays, and reads
-    _store(Worker(shared, tmp_path / "capture-3").env, (6, 7, "0"))
+    store_steps(Worker(shared, tmp_path / "capture-3").env, HISTORY[2])
     retaining = {**shared, "TOPIC_LINEAGE_KEEP_VERSIONS": "1", "TOPIC_LINEAGE_READER_GRACE": "0"}
     Worker(retaining, tmp_path / "build-3").run("build", "--version-id", "v3")
     v3 = _manifest(s3_bucket, "v3")["file_references"]
     assert {stored.split("/")[0] for stored in v3.values()} == {"v1", "v2"}, v3
     left = {f"v1/{n}" for n in _keys(s3_bucket, "v1")} | {f"v2/{n}" for n in _keys(s3_bucket, "v2")}
     assert left == set(v3.values()), left ^ set(v3.values())  # exactly what v3 references: no manifest
-    # v3 reads through references to v1 and to v2 (the tables are compared once, here: a
-    # version's rows come from its files, wherever they are stored)
-    local = local_env(tmp_path)
-    _store(local, (0, 4, "all"), (4, 6, "0"), (6, 7, "0"))
-    assert query_all(Worker(shared, tmp_path / "query-3")) == full_build_tables(local, tmp_path)
+    # v3 reads through references to v1 and to v2: its tables are those of a local full build
+    # of the same snapshots (the session's one, ``local_tables``: a version's rows come from
+    # its files, wherever they are stored)
+    assert query_all(Worker(shared, tmp_path / "query-3")) == local_tables(tmp_path_factory, HISTORY)
     verified = Worker(shared, tmp_path / "verify-3").run("verify")
     assert "version files without a manifest: 0" in verified.stdout, verified.stdout
 
     # once no version references them, the sweep after the next publish takes them (a full
     # refresh references nothing; it has a snapshot more, else it would not replace v3)
-    _store(Worker(shared, tmp_path / "capture-4").env, (7, 8, "all"))
+    store_steps(Worker(shared, tmp_path / "capture-4").env, (7, 8, "all"))
     Worker(retaining, tmp_path / "build-4").run("build", "--full-refresh", "--version-id", "v4")
     assert not _keys(s3_bucket, "v1") | _keys(s3_bucket, "v2") | _keys(s3_bucket, "v3")
     print(f"v2 kept {len(kept)} file(s) by reference and uploaded {len(own)} object(s); "

@@ -67,9 +67,9 @@ def test_every_component_listens_on_loopback_only(s3_server):
     assert not outside, f"listening beyond 127.0.0.1: {outside}"
 
 
-# A server stopped (SIGTERM) or killed (SIGKILL) and started again serves the same objects on the
-# same endpoint and leaves no gRPC socket behind: tests/test_object_store_faults.py, on the server
-# it stops in the middle of a build (a server start less).
+# A server killed (SIGKILL) and started again serves the same objects on the same endpoint and
+# leaves no gRPC socket behind: tests/test_object_store_faults.py, on the server it kills in the
+# middle of a build (a server start less). Every session's server ends with a stop (SIGTERM).
 
 
 # --- pyarrow ------------------------------------------------------------------------------------
