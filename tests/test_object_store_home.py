@@ -48,8 +48,9 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     a delete and re-create between them; after it, the OpenLineage export on one worker and
     again on another: prod's datasets are named by the bootstrap server the capture used, and
     the second export sends nothing (what was sent is recorded on the object store, not on the
-    first worker's disk). First of all, a build with a secret the server refuses: one line, and
-    nothing on the bucket changes."""
+    first worker's disk). First of all, a build with a secret the server refuses: one line naming
+    the variables to check, and nothing on the bucket changes; the same once a version is
+    published (the catalog's metadata file is then the first thing read)."""
     from tests.lineage_receiver import Receiver, by_kind
 
     store_steps(Worker(shared, tmp_path / "capture-1").env, HISTORY[0])
@@ -80,6 +81,14 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     assert readers.stdout.split() == ["v1", "v1"], readers.stdout + readers.stderr
     first = query_all(Worker(shared, tmp_path / "query-1"))
     assert len(json.loads(first["incarnations"])) > 40
+    # the same refused secret once a version is published (the catalog's metadata file on S3
+    # is the first thing read): the same one line, naming what to check
+    again = wrong.run("build", check=False)
+    assert again.returncode == 2, again.stdout + again.stderr
+    message = again.stderr.strip()
+    assert message.count("\n") == 0 and "Traceback" not in message, message
+    assert "refused the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message, message
+    assert "not-the-secret" not in message
     # the UI on a worker of its own (the API server's machine) shows the gate's verdict and
     # serves its Data Docs pages, which the gate stored on the bucket
     ui = _ui_requests(Worker(shared, tmp_path / "ui-1"))

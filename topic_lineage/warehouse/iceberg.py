@@ -199,6 +199,19 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
+def _reason_at(url: str | None, exc: BaseException) -> str:
+    """:func:`_reason`, or for a file on object storage what to check (a refused secret names
+    the variables that hold it: :func:`topic_lineage.location.describe_failure`)."""
+    from topic_lineage import location
+
+    if url and location.is_url(url):
+        with contextlib.suppress(location.LocationError):
+            store = location.parse(url)
+            if isinstance(store, location.ObjectStore):
+                return location.describe_failure(store, exc)
+    return _reason(exc)
+
+
 def _calling(what: str):
     """Turns the catalog's own exceptions into one clear :class:`CatalogError`."""
     @contextlib.contextmanager
@@ -556,6 +569,7 @@ def table_metadata(table: str) -> dict | None:
 
     name, props, _ = catalog_properties()
     if _sql_fast_path(props):
+        found = None
         try:
             found = _metadata_location(name, props, table)
             if found is None:
@@ -563,7 +577,7 @@ def table_metadata(table: str) -> dict | None:
             return _parse_once((name, table), found, lambda: json.loads(_read_metadata(found)))
         except (OSError, ValueError) as exc:
             raise CatalogError(f"Iceberg catalog {name!r} ({catalog_place(props)}) cannot be read: "
-                               f"{_reason(exc)}") from None
+                               f"{_reason_at(found, exc)}") from None
     tbl = load_table(table)
     if tbl is None:
         return None
