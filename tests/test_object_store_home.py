@@ -57,12 +57,7 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     # a build with a secret the server refuses: one line, and nothing on the bucket changes
     stored = s3_bucket.keys("home/")
     wrong = Worker({**shared, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}, tmp_path / "wrong")
-    done = wrong.run("build", check=False)
-    assert done.returncode == 2, done.stdout + done.stderr
-    message = done.stderr.strip()
-    assert message.count("\n") == 0 and "Traceback" not in message, message
-    assert "refused the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message, message
-    assert "not-the-secret" not in message
+    _build_is_refused_in_one_line(wrong)
     assert s3_bucket.keys("home/") == stored
 
     Worker(shared, tmp_path / "build-1").run("build", "--no-publish", "--no-validate",
@@ -83,12 +78,7 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     assert len(json.loads(first["incarnations"])) > 40
     # the same refused secret once a version is published (the catalog's metadata file on S3
     # is the first thing read): the same one line, naming what to check
-    again = wrong.run("build", check=False)
-    assert again.returncode == 2, again.stdout + again.stderr
-    message = again.stderr.strip()
-    assert message.count("\n") == 0 and "Traceback" not in message, message
-    assert "refused the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message, message
-    assert "not-the-secret" not in message
+    _build_is_refused_in_one_line(wrong)
     # the UI on a worker of its own (the API server's machine) shows the gate's verdict and
     # serves its Data Docs pages, which the gate stored on the bucket
     ui = _ui_requests(Worker(shared, tmp_path / "ui-1"))
@@ -139,6 +129,17 @@ def test_every_step_on_its_own_worker_shares_only_the_bucket_and_the_catalog(sha
     assert any(k.startswith("home/warehouse/openlineage/emitted/") for k in listed)
     # nothing of a step's own outlives it on another's disk: each worker has only its own copy
     assert not (tmp_path / "query-2" / "work" / "warehouse" / "catalog.db").exists()
+
+
+def _build_is_refused_in_one_line(wrong) -> None:
+    """A build on ``wrong`` (a worker whose secret the server refuses): exit 2 and one line that
+    names the variables to check, without the secret."""
+    done = wrong.run("build", check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = done.stderr.strip()
+    assert message.count("\n") == 0 and "Traceback" not in message, message
+    assert "refused the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message, message
+    assert "not-the-secret" not in message
 
 
 def _only_clusters(tables: dict[str, str], clusters: set[str]) -> dict[str, list[dict]]:
