@@ -64,10 +64,14 @@ def home() -> Home:
 
 def read_url(url: str) -> bytes:
     """The whole of one file named by path or URL (an Iceberg metadata file the catalog names),
-    read where it is."""
+    read where it is. A store's failure is one :class:`~topic_lineage.location.LocationError`
+    saying what to check (a refused secret names the variables that hold it)."""
     found = location.parse(url, setting="the file's location")
     if isinstance(found, location.ObjectStore):
-        return location.read_object(found.filesystem(), found.key())
+        try:
+            return location.read_object(found.filesystem(), found.key())
+        except (OSError, ValueError) as exc:
+            raise location.LocationError(location.describe_failure(found, exc)) from None
     return Path(found).read_bytes()
 
 

@@ -39,6 +39,7 @@ from topic_lineage import storage
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError, WarehouseError
 from topic_lineage.faults import fault_point
+from topic_lineage.location import LocationError
 
 log = logging.getLogger("topic_lineage.warehouse")
 # pyiceberg warns for every column of a file without statistics (our empty tables' files)
@@ -197,19 +198,6 @@ def catalog_place(props: dict[str, str]) -> str:
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
-
-
-def _reason_at(url: str | None, exc: BaseException) -> str:
-    """:func:`_reason`, or for a file on object storage what to check (a refused secret names
-    the variables that hold it: :func:`topic_lineage.location.describe_failure`)."""
-    from topic_lineage import location
-
-    if url and location.is_url(url):
-        with contextlib.suppress(location.LocationError):
-            store = location.parse(url)
-            if isinstance(store, location.ObjectStore):
-                return location.describe_failure(store, exc)
-    return _reason(exc)
 
 
 def _calling(what: str):
@@ -569,15 +557,15 @@ def table_metadata(table: str) -> dict | None:
 
     name, props, _ = catalog_properties()
     if _sql_fast_path(props):
-        found = None
         try:
             found = _metadata_location(name, props, table)
             if found is None:
                 return None
             return _parse_once((name, table), found, lambda: json.loads(_read_metadata(found)))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, LocationError) as exc:
+            reason = str(exc) if isinstance(exc, LocationError) else _reason(exc)
             raise CatalogError(f"Iceberg catalog {name!r} ({catalog_place(props)}) cannot be read: "
-                               f"{_reason_at(found, exc)}") from None
+                               f"{reason}") from None
     tbl = load_table(table)
     if tbl is None:
         return None
