@@ -184,10 +184,9 @@ NAV_ENTRY = """[...document.querySelectorAll('a, button')].find(e =>
     || e.getAttribute('title') === 'Topic lineage')"""
 
 
-def open_topic_lineage(browser, base: str, user: str, password: str) -> None:
-    """Sign in through Airflow's login form, click *Topic lineage* in the navigation and wait
-    for the embedded page's status line."""
-    browser.goto(base + "/")
+def sign_in(browser, url: str, user: str, password: str) -> None:
+    """Open ``url`` (a page that shows Airflow's login form), fill the form and submit it."""
+    browser.goto(url)
     wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 90,
              "Airflow's login form")
     browser.type_into("input[name=username]", user)
@@ -195,6 +194,12 @@ def open_topic_lineage(browser, base: str, user: str, password: str) -> None:
     wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
              "the sign-in button")
     browser.js("document.querySelector('button[type=submit]').click()")
+
+
+def open_topic_lineage(browser, base: str, user: str, password: str) -> None:
+    """Sign in through Airflow's login form, click *Topic lineage* in the navigation and wait
+    for the embedded page's status line."""
+    sign_in(browser, base + "/", user, password)
     wait_for(lambda: browser.js(f"!!({NAV_ENTRY})"), 120, "'Topic lineage' in the navigation")
 
     def on_the_route() -> bool:
@@ -517,15 +522,8 @@ def test_sign_in_and_open_topic_lineage_from_the_navigation(ui_version, browser)
 
 
 def login(browser, server: dict) -> None:
-    base = server["base"]
-    browser.goto(f"{base}/auth/login?next=/topic-lineage/")
-    wait_for(lambda: browser.js("!!document.querySelector('input[name=password]')"), 60,
-             "Airflow's login form")
-    browser.type_into("input[name=username]", server["user"])
-    browser.type_into("input[name=password]", server["password"])
-    wait_for(lambda: browser.js("!document.querySelector('button[type=submit]').disabled"), 20,
-             "the sign-in button to be enabled")
-    browser.js("document.querySelector('button[type=submit]').click()")
+    sign_in(browser, f"{server['base']}/auth/login?next=/topic-lineage/", server["user"],
+            server["password"])
     wait_for(lambda: "_token" in (browser.js("document.cookie") or "")
              or browser.js("location.pathname").startswith("/topic-lineage"), 60, "sign-in")
 
