@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from topic_lineage.local import jvm_archive, jvm_archive_steps
 
 CLI = [sys.executable, "-c", "import sys; from topic_lineage import cli; sys.exit(cli.run())"]
@@ -19,6 +21,7 @@ def _env(**extra: str) -> dict:
     return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **extra}
 
 
+@pytest.mark.slow  # an install's start-up optimisation, proved on a CLI build: the whole suite
 def test_the_install_made_the_archive_and_a_cli_build_loads_spark_from_it(tmp_path):
     installed = jvm_archive.archive_path()
     assert installed is not None and installed.is_file(), (

@@ -158,6 +158,7 @@ print(json.dumps({
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # an import-time optimisation, two GX processes: the whole suite
 def test_the_gate_judges_the_same_without_the_modules_gx_loads_for_nothing(spark, tl_home, monkeypatch):
     """Our processes import Great Expectations without the modules it loads for what the gate
     never runs (``quality.gx_import.import_gx``, issue #24): sqlalchemy and pyspark.ml hidden

@@ -1,10 +1,11 @@
 """A throw-away Azure Blob Storage on loopback, for the tests: Azurite's blob service.
 
 It runs Azurite (MIT; installed from the npm registry by ``scripts/install_emulators.sh``) with
-the machine's Node.js, its blob service only, on a free port of 127.0.0.1, its data in a
-directory of its own, telemetry off, with one container created. Azurite's one account is the
-well-known development account (:data:`ACCOUNT`, :data:`ACCOUNT_KEY`, published by Microsoft
-for the emulator: not a secret) and it checks every request's Shared Key signature.
+the machine's Node.js, its blob service only, on a free port of 127.0.0.1, its data in memory
+(nothing written to disk, no periodic save of its index), telemetry off, with one container
+created. Azurite's one account is the well-known development account (:data:`ACCOUNT`,
+:data:`ACCOUNT_KEY`, published by Microsoft for the emulator: not a secret) and it checks every
+request's Shared Key signature.
 
     with Azurite() as azurite:
         fs = pyarrow.fs.AzureFileSystem(**azurite.pyarrow_options())
@@ -84,8 +85,7 @@ class Azurite(Emulator):
                                 f"node on PATH): run bash scripts/install_emulators.sh")
         argv = [shutil.which("node") or "node", str(blob_main()),
                 "--blobHost", HOST, "--blobPort", str(self.port),
-                "--location", str(self.data_dir / "data"),
-                "--disableTelemetry", "--skipApiVersionCheck", "--silent"]
+                "--disableTelemetry", "--skipApiVersionCheck", "--silent", "--inMemoryPersistence"]
         self._run("Azurite", argv, self._ready)
         self.filesystem().create_dir(self.container)
         return self
