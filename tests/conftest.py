@@ -44,7 +44,8 @@ def spark():
     Its JVM, when this fixture starts it, compiles with C1 only (``quick_jit``): the tests' data
     are tiny, so C2's compilations on background threads only compete for the two cores (issue
     #52, 2026-11-28, quiet 2 cores: the Spark files of the fast tier 108.6-113.5 s with both
-    compilers, 96.2-99.5 s with C1 only, one worker; the whole fast tier 282 -> 259 s)."""
+    compilers, 96.2-99.5 s with C1 only, one worker; the whole fast tier 282 -> 247 s, with
+    Azurite's data in memory beside it)."""
     from topic_lineage.spark import get_spark
 
     return get_spark("topic-lineage-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"},
