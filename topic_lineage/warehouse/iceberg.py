@@ -196,6 +196,8 @@ def catalog_place(props: dict[str, str]) -> str:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TopicLineageError):  # ours already says what to check, in one line
+        return str(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
@@ -563,9 +565,8 @@ def table_metadata(table: str) -> dict | None:
                 return None
             return _parse_once((name, table), found, lambda: json.loads(_read_metadata(found)))
         except (OSError, ValueError, LocationError) as exc:
-            reason = str(exc) if isinstance(exc, LocationError) else _reason(exc)
             raise CatalogError(f"Iceberg catalog {name!r} ({catalog_place(props)}) cannot be read: "
-                               f"{reason}") from None
+                               f"{_reason(exc)}") from None
     tbl = load_table(table)
     if tbl is None:
         return None
