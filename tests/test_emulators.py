@@ -7,7 +7,7 @@ What the storage interface needs of a store, each proved on both: an object writ
 listing past a page (1,005 keys, fetched in pages of 1,000 through a proxy that asks for that
 page size, as the real GCS answers by itself), and the conditional create of
 :mod:`topic_lineage.storage.conditional_writes`: of writers racing on one name, exactly one wins, and the
-object holds its bytes. Each emulator starts once for the module.
+object holds its bytes; on Azure, the lease-free delete of that module. Each emulator starts once for the module.
 """
 
 from __future__ import annotations
@@ -225,6 +225,44 @@ def test_azurite_checks_the_shared_key_signature(azurite):
     assert conditional_writes.create_azure(
         azurite_server.ACCOUNT, azurite.container, "signed/ü and space+%.txt", b"x",
         endpoint=azurite.blob_endpoint, account_key=azurite_server.ACCOUNT_KEY) is True
+
+
+def test_azure_delete_takes_no_lease_and_a_lost_answer_is_still_a_delete(azurite, monkeypatch):
+    """The home's delete on Azure: one ``Delete Blob`` (True), none there (False), its
+    neighbours untouched, a wrong key or a missing container one clear line, and a retry after
+    a lost answer (the first request deleted) still this call's delete."""
+    def delete(key: str, *, container: str = azurite.container,
+               account_key: str = azurite_server.ACCOUNT_KEY) -> bool:
+        return conditional_writes.delete_azure(azurite_server.ACCOUNT, container, key,
+                                               endpoint=azurite.blob_endpoint,
+                                               account_key=account_key)
+
+    base = _unique("delete")
+    store = Store("azure", azurite, azurite.filesystem(), azurite.container)
+    for name in ("gone/ü and space+%.txt", "kept", "lost"):
+        store.write(f"{base}/{name}", name.encode())
+    with pytest.raises(ConditionalWriteError, match="^removing .*refused the credentials"):
+        delete(f"{base}/kept", account_key="A" * 86 + "==")
+    with pytest.raises(ConditionalWriteError, match="^removing .*no such bucket or container"):
+        delete(f"{base}/kept", container="no-such-root")
+    assert delete(f"{base}/gone/ü and space+%.txt") is True
+    assert delete(f"{base}/gone/ü and space+%.txt") is False
+
+    real_send = conditional_writes._send
+    lost: list[str] = []
+
+    def send(method, url, headers, body, timeout_s, where):
+        answer = real_send(method, url, headers, body, timeout_s, where)
+        if method == "DELETE" and not lost:
+            lost.append(url)
+            raise conditional_writes._Transient("connection reset (test)", sent=True)
+        return answer
+
+    monkeypatch.setattr(conditional_writes, "_send", send)
+    assert delete(f"{base}/lost") is True and lost
+    listed = store.fs.get_file_info(pafs.FileSelector(f"{store.root}/{base}", recursive=True))
+    assert [i.base_name for i in listed if i.type == pafs.FileType.File] == ["kept"]
+    assert store.read(f"{base}/kept") == b"kept"
 
 
 def test_gcs_endpoint_from_storage_emulator_host(gcs, monkeypatch):

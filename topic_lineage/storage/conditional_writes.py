@@ -15,6 +15,9 @@ each store's own precondition needs, over plain HTTP with the standard library:
 Each returns True when it created the object, False when one was already there, and raises
 :class:`ConditionalWriteError` (one line: what failed and what to check) otherwise.
 
+Azure's delete goes the same way (:func:`delete_azure`, one ``Delete Blob`` without a lease):
+pyarrow's leased delete can wait seconds for a lease on the blob it just deleted.
+
 **Retries without a false answer.** A request that fails in a way worth another try (no
 connection, a timeout, 429, a 5xx) is sent again, up to :data:`ATTEMPTS` times with backoff. One
 whose outcome is unknown (the store may have created the object before the answer was lost) would
@@ -152,52 +155,90 @@ def create_azure(account: str, container: str, key: str, data: bytes, *,
     (Microsoft Entra ID, scope ``https://storage.azure.com/.default``). ``endpoint``: the blob
     service's URL, ``https://<account>.blob.core.windows.net`` unless given.
     """
-    base = (endpoint or f"https://{account}.blob.core.windows.net").rstrip("/")
-    key_b64 = account_key or os.environ.get(AZURE_KEY_ENV) or None
-    if key_b64 is None and token_provider is None:
-        raise ConditionalWriteError(
-            f"creating {key!r} in Azure container {container!r} of account {account!r}: no "
-            f"credentials (give the account key, ${AZURE_KEY_ENV}, or a token provider)")
-    secret = base64.b64decode(key_b64) if key_b64 else None
-    where = f"{base}/{container}/{key}"
-    url = f"{base}/{quote(container, safe='')}/{quote(key, safe='/')}"
+    blob = _AzureBlob(account, container, key, endpoint, account_key, token_provider, "creating")
     token = uuid.uuid4().hex
     body = bytes(data)
 
-    def signed(method: str, extra: Mapping[str, str], payload: bytes) -> dict[str, str]:
-        headers = {"x-ms-date": email.utils.formatdate(usegmt=True),
-                   "x-ms-version": AZURE_VERSION, **extra}
-        if method in ("PUT", "POST") or payload:
-            headers["Content-Length"] = str(len(payload))
-        if secret is not None:
-            headers["Authorization"] = shared_key_authorization(
-                account, secret, method, url, headers)
-        else:
-            headers["Authorization"] = f"Bearer {token_provider()}"  # type: ignore[misc]
-        return headers
-
     def owner() -> str | None:
-        status, answer_headers, _ = _send("HEAD", url, signed("HEAD", {}, b""), b"",
-                                          timeout_s, where)
+        status, answer_headers, _ = _send("HEAD", blob.url, blob.signed("HEAD", {}, b""), b"",
+                                          timeout_s, blob.where)
         if status != 200:
             return None
         return answer_headers.get(f"x-ms-meta-{WRITER_KEY}")
 
     def attempt() -> bool:
-        headers = signed("PUT", {"x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
-                                 "Content-Type": "application/octet-stream",
-                                 f"x-ms-meta-{WRITER_KEY}": token}, body)
-        status, answer_headers, answer = _send("PUT", url, headers, body, timeout_s, where)
+        headers = blob.signed("PUT", {"x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
+                                      "Content-Type": "application/octet-stream",
+                                      f"x-ms-meta-{WRITER_KEY}": token}, body)
+        status, answer_headers, answer = _send("PUT", blob.url, headers, body, timeout_s, blob.where)
         if status == 201:
             return True
         code = answer_headers.get("x-ms-error-code", "")
         if status in (409, 412) and code in ("BlobAlreadyExists", "ConditionNotMet"):
             return False
-        _raise_for(status, answer, where, "Azure", "the account key or token",
-                   code=code)
+        _raise_for(status, answer, blob.where, "Azure", "the account key or token", code=code)
         raise AssertionError("unreachable")
 
-    return _with_retries(attempt, lambda: owner() == token, where)
+    return _with_retries(attempt, lambda: owner() == token, blob.where)
+
+
+def delete_azure(account: str, container: str, key: str, *,
+                 endpoint: str | None = None, account_key: str | None = None,
+                 token_provider: TokenProvider | None = None,
+                 timeout_s: float = TIMEOUT_S) -> bool:
+    """Delete the blob ``key`` (``Delete Blob``, no lease): True when this call deleted it,
+    False when no blob had that name. Credentials and ``endpoint`` as :func:`create_azure`.
+
+    pyarrow's ``AzureFileSystem.delete_file`` on a flat-namespace account takes a lease on
+    the blob, keeps its parent "directory" by writing a marker, deletes, then asks for a lease
+    on the deleted blob; on Azurite that last request sometimes waits 7 s for its answer
+    (docs/development.md, "Where the fast tier's time varies"). One request does the same
+    work here. A retried delete that finds nothing after an attempt that may have reached the
+    store counts as this call's."""
+    blob = _AzureBlob(account, container, key, endpoint, account_key, token_provider, "removing")
+
+    def attempt() -> bool:
+        status, answer_headers, answer = _send("DELETE", blob.url, blob.signed("DELETE", {}, b""),
+                                               b"", timeout_s, blob.where)
+        if status == 202:
+            return True
+        code = answer_headers.get("x-ms-error-code", "")
+        if status == 404 and code == "BlobNotFound":
+            return False
+        _raise_for(status, answer, blob.where, "Azure", "the account key or token", code=code,
+                   doing="removing")
+        raise AssertionError("unreachable")
+
+    return _with_retries(attempt, lambda: True, blob.where, doing="removing")
+
+
+class _AzureBlob:
+    """One blob's URL and its requests' signing (Shared Key, or a bearer token)."""
+
+    def __init__(self, account: str, container: str, key: str, endpoint: str | None,
+                 account_key: str | None, token_provider: TokenProvider | None, doing: str):
+        base = (endpoint or f"https://{account}.blob.core.windows.net").rstrip("/")
+        key_b64 = account_key or os.environ.get(AZURE_KEY_ENV) or None
+        if key_b64 is None and token_provider is None:
+            raise ConditionalWriteError(
+                f"{doing} {key!r} in Azure container {container!r} of account {account!r}: no "
+                f"credentials (give the account key, ${AZURE_KEY_ENV}, or a token provider)")
+        self.account, self.token_provider = account, token_provider
+        self.secret = base64.b64decode(key_b64) if key_b64 else None
+        self.where = f"{base}/{container}/{key}"
+        self.url = f"{base}/{quote(container, safe='')}/{quote(key, safe='/')}"
+
+    def signed(self, method: str, extra: Mapping[str, str], payload: bytes) -> dict[str, str]:
+        headers = {"x-ms-date": email.utils.formatdate(usegmt=True),
+                   "x-ms-version": AZURE_VERSION, **extra}
+        if method in ("PUT", "POST") or payload:
+            headers["Content-Length"] = str(len(payload))
+        if self.secret is not None:
+            headers["Authorization"] = shared_key_authorization(
+                self.account, self.secret, method, self.url, headers)
+        else:
+            headers["Authorization"] = f"Bearer {self.token_provider()}"  # type: ignore[misc]
+        return headers
 
 
 def shared_key_authorization(account: str, secret: bytes, method: str, url: str,
@@ -259,7 +300,8 @@ def _send(method: str, url: str, headers: Mapping[str, str], body: bytes, timeou
     return status, answer_headers, answer
 
 
-def _with_retries(attempt: Callable[[], bool], ours: Callable[[], bool], where: str) -> bool:
+def _with_retries(attempt: Callable[[], bool], ours: Callable[[], bool], where: str, *,
+                  doing: str = "creating") -> bool:
     """``attempt()`` until it answers, retrying transient failures with backoff (0.2 s
     doubling, at most 5 s, with jitter). When an earlier attempt may have created the object
     and a later one finds it there, ``ours()`` (the object carries this call's token) decides."""
@@ -284,17 +326,17 @@ def _with_retries(attempt: Callable[[], bool], ours: Callable[[], bool], where: 
                 time.sleep(min(5.0, 0.2 * 2 ** check) * random.uniform(0.5, 1.0))
         break
     raise ConditionalWriteError(
-        f"creating {where}: the store did not answer after {ATTEMPTS} attempts ({last[:300]})")
+        f"{doing} {where}: the store did not answer after {ATTEMPTS} attempts ({last[:300]})")
 
 
 def _raise_for(status: int, answer: bytes, where: str, store: str, credentials: str, *,
-               code: str = "") -> None:
+               code: str = "", doing: str = "creating") -> None:
     text = " ".join(answer.decode("utf-8", "replace").split())[:300]
     detail = f"HTTP {status}{f' {code}' if code else ''}: {text}" if text else f"HTTP {status} {code}"
     if status in (401, 403):
-        raise ConditionalWriteError(f"creating {where}: {store} refused the credentials "
+        raise ConditionalWriteError(f"{doing} {where}: {store} refused the credentials "
                                     f"(check {credentials}): {detail}")
     if status == 404:
-        raise ConditionalWriteError(f"creating {where}: no such bucket or container "
+        raise ConditionalWriteError(f"{doing} {where}: no such bucket or container "
                                     f"(create it first): {detail}")
-    raise ConditionalWriteError(f"creating {where}: {detail}")
+    raise ConditionalWriteError(f"{doing} {where}: {detail}")

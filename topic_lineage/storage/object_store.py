@@ -117,6 +117,10 @@ class ObjectStoreHome(Home):
     def _key(self, name: Name) -> str:
         return self.store.key(self.relative(name))
 
+    def _key_in_bucket(self, name: Name) -> str:
+        """The object's key inside its bucket (container), for the stores' own requests."""
+        return self._key(name).split("/", 1)[1]
+
     # --- whole objects ---------------------------------------------------------------------
     def exists(self, name: Name) -> bool:
         import pyarrow.fs as pafs
@@ -167,7 +171,7 @@ class ObjectStoreHome(Home):
         does not mint: there (not on an emulator) it is a look-up, then the write, and two
         writers racing within one request's time can both win (docs/object-storage.md)."""
         relative, payload = self.relative(name), data.encode() if isinstance(data, str) else data
-        key = self._key(relative).split("/", 1)[1]  # in the bucket (container)
+        key = self._key_in_bucket(relative)
         if self.store.kind == "Azure":
             from topic_lineage.storage import conditional_writes
 
@@ -208,11 +212,22 @@ class ObjectStoreHome(Home):
         return True
 
     def remove(self, names: Iterable[Name]) -> None:
+        """Azure with an account key: one ``Delete Blob`` request per object
+        (:func:`~topic_lineage.storage.conditional_writes.delete_azure`: pyarrow's leased
+        delete can wait seconds on a lease); elsewhere pyarrow's ``delete_file``."""
         fs = self.store.filesystem()
+        account_key = location.azure_key() if self.store.kind == "Azure" else None
         for name in names:
             with _translated(self.store, f"removing {self.url_of(name)}"), \
                     contextlib.suppress(FileNotFoundError):
-                fs.delete_file(self._key(name))
+                if account_key:
+                    from topic_lineage.storage import conditional_writes
+
+                    conditional_writes.delete_azure(
+                        self.store.account, self.store.bucket, self._key_in_bucket(name),
+                        endpoint=location.azure_endpoint(), account_key=account_key)
+                else:
+                    fs.delete_file(self._key(name))
             with contextlib.suppress(OSError):
                 self.path(name).unlink()
 
