@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -222,13 +223,28 @@ def gate(home: Path) -> str:
     return "passed" if "passed" in out.lower() else out
 
 
-def published_twice(tmp: Path) -> Path:
-    """A home with two published builds (``first``, then ``later``), to be maintained; read
-    before its maintenance, it is its own reference."""
+@pytest.fixture(scope="module")
+def _published_twice(tmp_path_factory):
+    """A home with two published builds (``first``, then ``later``), and a copy of it as it was
+    then (the local home's tables name their files by absolute path, so it is restored where it
+    was built)."""
+    tmp = tmp_path_factory.mktemp("published-twice")
     home = tmp / "maintained"
     for batch in ("first", "later"):
         ingest(home, tmp, batch)
         cli(home, "build")
+    shutil.copytree(home, tmp / "as-published", symlinks=True)
+    return home, tmp / "as-published"
+
+
+@pytest.fixture
+def published_twice(_published_twice) -> Path:
+    """The home with two published builds, as they left it, to be maintained; read before its
+    maintenance, it is its own reference. Built once for the module: each test gets it back as
+    it was (a copy of the directory, like a restored backup)."""
+    home, as_published = _published_twice
+    shutil.rmtree(home)
+    shutil.copytree(as_published, home, symlinks=True)
     return home
 
 
@@ -244,8 +260,9 @@ def reference(tmp_path_factory):
     return home, answers(home)
 
 
-def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_publish(reference, tmp_path):
-    maintained = published_twice(tmp_path)
+def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_publish(
+        reference, published_twice, tmp_path):
+    maintained = published_twice
     want = answers(maintained)  # before the maintenance
     assert want[t.TOPIC_INCARNATIONS] and want["lineage"]
     done = maintain(maintained)
@@ -305,12 +322,13 @@ def test_a_foreign_commit_that_changes_rows_is_reported_naming_its_snapshot(refe
     assert json.loads(cli(home, "query", "--format", "json", sql)) == before
 
 
-def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_build_right(reference, tmp_path):
+def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_build_right(
+        reference, published_twice, tmp_path):
     """Harsher: the audit branches removed too, so expiry takes our own snapshots and the
     orphan removal our versions' data files. ``main``'s history back to our snapshot is gone:
     the table property names the version; the next build cannot keep the base's files and is a
     full refresh; every answer equals the reference's."""
-    maintained = published_twice(tmp_path)
+    maintained = published_twice
     want = answers(maintained)  # before the maintenance
     cat = catalog(maintained)
     for table in t.TABLES:

@@ -210,12 +210,12 @@ def test_broker_stopped_is_a_timeout_naming_the_cluster_and_stores_nothing(big_b
     hang(pid)
     try:
         result = cli(tl_home, "snapshot", "--cluster", "prod", "--bootstrap-servers",
-                     big_broker.bootstrap_servers, "--timeout", "4", timeout=60)
+                     big_broker.bootstrap_servers, "--timeout", "2", timeout=60)
     finally:
         os.kill(pid, signal.SIGCONT)
     assert result.returncode == 2, result
     assert "Traceback" not in result.stderr
-    assert "no answer within 4s" in result.stderr and big_broker.bootstrap_servers in result.stderr
+    assert "no answer within 2s" in result.stderr and big_broker.bootstrap_servers in result.stderr
     assert "nothing was stored" in result.stderr
     assert digest(t.snapshots_dir()) == before
     # and once it answers again, the next capture works
@@ -292,19 +292,19 @@ def test_a_server_that_is_not_kafka_or_nothing_listening_is_one_line(tl_home):
         try:
             started = time.monotonic()
             http = cli(tl_home, "snapshot", "--cluster", "web", "--bootstrap-servers", address,
-                       "--timeout", "5", timeout=60)
+                       "--timeout", "3", timeout=60)
             elapsed = time.monotonic() - started
         finally:
             server.shutdown()
     nowhere = f"127.0.0.1:{free_port()}"
     refused = cli(tl_home, "snapshot", "--cluster", "gone", "--bootstrap-servers", nowhere,
-                  "--timeout", "5", timeout=60)
+                  "--timeout", "3", timeout=60)
     for result, where in ((http, address), (refused, nowhere)):
         assert result.returncode == 2, result
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("topic-lineage snapshot: error: "), lines
         assert where in lines[0] and "nothing was stored" in lines[0]
-    assert elapsed < 5 + 10  # interpreter start-up included
+    assert elapsed < 3 + 10  # interpreter start-up included
     assert "Connection refused" in refused.stderr
     assert store.snapshot_files() == []
 
@@ -678,9 +678,11 @@ def _import_peak_rss_mib(home: Path, path: Path) -> float:
 
 @pytest.mark.slow
 def test_huge_file_is_streamed_in_bounded_memory(tmp_path):
-    """A 100 MB interchange file (60 snapshots x 10,000 topics) imports with the same peak RSS
-    as a file of 6 such lines: memory is bounded by one line, not by the file. (Measured: 162 MiB
-    for both 10 and 100 lines of a 176 MB file; most of it is the interpreter and pyarrow.)"""
+    """A 50 MB interchange file (30 snapshots x 10,000 topics) imports with the same peak RSS
+    as a file of 6 such lines: memory is bounded by one line, not by the file. The margin
+    allowed (25 MiB) is half the file's bytes, so reading the file whole, let alone parsing it
+    whole, fails the test. (Measured: 162 MiB for both 10 and 100 lines of a 176 MB file; most
+    of it is the interpreter and pyarrow.)"""
     names = [f"team.{i % 40}.svc-{i:06d}.events-stream-with-a-long-name" for i in range(10_000)]
 
     def write(path: Path, lines: int) -> Path:
@@ -688,13 +690,13 @@ def test_huge_file_is_streamed_in_bounded_memory(tmp_path):
             out.writelines(json.dumps(record(r, [obs(n, topic_id(i)) for i, n in enumerate(names)])) + "\n" for r in range(lines))
         return path
 
-    small, huge = write(tmp_path / "small.jsonl", 6), write(tmp_path / "huge.jsonl", 60)
+    small, huge = write(tmp_path / "small.jsonl", 6), write(tmp_path / "huge.jsonl", 30)
     size_mb = huge.stat().st_size / 2**20
-    assert size_mb > 100
+    assert size_mb > 50
     small_peak = _import_peak_rss_mib(tmp_path / "home-small", small)
     huge_peak = _import_peak_rss_mib(tmp_path / "home-huge", huge)
-    print(f"import peak RSS: 6 lines {small_peak:.0f} MiB, 60 lines ({size_mb:.0f} MiB) {huge_peak:.0f} MiB")
+    print(f"import peak RSS: 6 lines {small_peak:.0f} MiB, 30 lines ({size_mb:.0f} MiB) {huge_peak:.0f} MiB")
     assert huge_peak < small_peak + 25, (small_peak, huge_peak)  # not growing with the file
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / "home-huge"))
-        assert len(store.snapshot_files()) == 60
+        assert len(store.snapshot_files()) == 30

@@ -127,27 +127,29 @@ def test_validate_command_verdicts_and_data_docs(spark, tl_home, capsys):
     assert all(r["success"] and not r["result"] for r in results[t.SNAPSHOT_RUNS])  # verdicts only
 
     # --- the overview page, as a browser renders it ---------------------------------------
+    # one Chromium run each page: its DOM once rendered, and a screenshot of it
     page = qc.overview_page()
-    dom = chromium("--dump-dom", page.as_uri())
+    OUTPUT.mkdir(exist_ok=True)
+    shot = OUTPUT / "quality-overview.png"
+    shot.unlink(missing_ok=True)
+    dom = chromium("--dump-dom", "--window-size=1280,1400", f"--screenshot={shot}", page.as_uri())
     assert "Latest run: version v-bad" in dom
     assert DELETED_IDS_NEVER_COME_BACK in dom and "FAILED" in dom and "passed" in dom
     assert "v-good" in dom  # the history lists the earlier, passing run
     assert ORDERS_ID in dom  # offending rows are shown
-    OUTPUT.mkdir(exist_ok=True)
-    shot = OUTPUT / "quality-overview.png"
-    shot.unlink(missing_ok=True)
-    chromium("--window-size=1280,1400", f"--screenshot={shot}", page.as_uri())
     assert shot.exists() and shot.stat().st_size > 10_000
 
     # --- the GX detail page of the failing table --------------------------------------------
     record = [json.loads(line) for line in qc.gate_log().read_text().splitlines()][-1]
     # recorded relative to the quality directory (it may be read on another machine)
     detail = (t.quality_dir() / record["detail_pages"][t.TOPIC_INCARNATIONS]).as_uri()
-    detail_dom = chromium("--dump-dom", detail)
+    detail_shot = OUTPUT / "quality-gx-validation.png"
+    detail_shot.unlink(missing_ok=True)
+    detail_dom = chromium("--dump-dom", "--window-size=1280,2000", f"--screenshot={detail_shot}", detail)
     assert "topic_incarnations" in detail_dom
     assert "Deleted topic IDs never come back" in detail_dom
     assert "Failed" in detail_dom  # GX's own status line of the validation
-    chromium("--window-size=1280,2000", f"--screenshot={OUTPUT / 'quality-gx-validation.png'}", detail)
+    assert detail_shot.exists() and detail_shot.stat().st_size > 10_000
 
 
 @pytest.mark.spark
