@@ -67,7 +67,8 @@ TokenProvider = Callable[[], str]
 
 
 class ConditionalWriteError(LocationError):
-    """A conditional create that neither created the object nor found one there."""
+    """A conditional create that neither created the object nor found one there (or an Azure
+    delete that neither deleted the blob nor found it gone)."""
 
 
 class _Transient(Exception):
@@ -191,9 +192,8 @@ def delete_azure(account: str, container: str, key: str, *,
 
     pyarrow's ``AzureFileSystem.delete_file`` on a flat-namespace account takes a lease on
     the blob, keeps its parent "directory" by writing a marker, deletes, then asks for a lease
-    on the deleted blob; on Azurite that last request sometimes waits 7 s for its answer
-    (docs/development.md, "Where the fast tier's time varies"). One request does the same
-    work here. A retried delete that finds nothing after an attempt that may have reached the
+    on the deleted blob; on Azurite that last request's answer sometimes came 7 s late
+    (docs/object-storage.md, "Deletes on Azure"). One request does the same work here. A retried delete that finds nothing after an attempt that may have reached the
     store counts as this call's."""
     blob = _AzureBlob(account, container, key, endpoint, account_key, token_provider, "removing")
 
