@@ -4,6 +4,7 @@ a real S3 server."""
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import sys
@@ -291,10 +292,25 @@ def pytest_sessionfinish(session):
     if unused is not None:
         unused.close()
     _SESSION_ENDED.set()
+    _drop_handlers_of_captured_streams()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the lines to the controller
         workeroutput["broker_starts"] = list(_BROKER_STARTS)
         workeroutput["s3_starts"] = list(_S3_STARTS)
+
+
+def _drop_handlers_of_captured_streams() -> None:
+    """Remove the log handlers that write to pytest's captured output (Airflow's logging set-up
+    points the root logger at the ``sys.stderr`` of its import), which pytest closes after the
+    session: records logged at exit (py4j's INFO line when a leftover JVM connection is freed)
+    would print "--- Logging error --- ... I/O operation on closed file". Records at WARNING
+    and above still reach stderr through logging's last resort."""
+    real = (sys.__stderr__, sys.__stdout__)
+    for logger in [logging.getLogger(), *logging.root.manager.loggerDict.values()]:
+        for handler in list(getattr(logger, "handlers", ())):
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and stream is not None and stream not in real:
+                logger.removeHandler(handler)
 
 
 def pytest_testnodedown(node, error):
@@ -316,6 +332,21 @@ def _release_cached_frames(request):
     yield
     if "spark" in request.fixturenames:
         request.getfixturevalue("spark").catalog.clearCache()
+
+
+@pytest.fixture(autouse=True)
+def _root_log_handlers_restored():
+    """The root logger's handlers and level as they were before each test. ``cli.main`` run in
+    a test calls ``logging.basicConfig``, whose handler writes to the ``sys.stderr`` of that moment
+    (pytest's capture of that test, closed after it): left in place, every later record
+    (py4j's INFO lines when a leftover JVM connection is freed) printed "--- Logging error
+    --- ... I/O operation on closed file" at the end of every run."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in before]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 # The longest test files, started first so that the two workers (scripts/test.sh) do not end
