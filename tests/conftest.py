@@ -300,8 +300,8 @@ def pytest_sessionfinish(session):
 
 
 def _drop_handlers_of_captured_streams() -> None:
-    """Remove the log handlers that write to pytest's captured output (Airflow's logging set-up
-    points the root logger at the ``sys.stderr`` of its import), which pytest closes after the
+    """Remove the log handlers that write to pytest's captured output (the root logger has one
+    from before the tests, likely from Airflow's logging set-up), which pytest closes after the
     session: records logged at exit (py4j's INFO line when a leftover JVM connection is freed)
     would print "--- Logging error --- ... I/O operation on closed file". Records at WARNING
     and above still reach stderr through logging's last resort."""
