@@ -83,14 +83,15 @@ class Store:
         with self.fs.open_output_stream(f"{self.root}/{key}") as sink:
             sink.write(data)
 
-    def delete(self, key: str) -> None:
-        """The delete the home makes: pyarrow's on GCS, one ``Delete Blob`` on Azure."""
+    def delete(self, key: str) -> bool | None:
+        """The delete the home makes: pyarrow's on GCS; one ``Delete Blob`` on Azure, True when
+        it deleted the blob, False when none was there."""
         if self.name == "gcs":
             self.fs.delete_file(f"{self.root}/{key}")
-        else:
-            conditional_writes.delete_azure(azurite_server.ACCOUNT, self.root, key,
-                                            endpoint=self.server.blob_endpoint,
-                                            account_key=azurite_server.ACCOUNT_KEY)
+            return None
+        return conditional_writes.delete_azure(azurite_server.ACCOUNT, self.root, key,
+                                               endpoint=self.server.blob_endpoint,
+                                               account_key=azurite_server.ACCOUNT_KEY)
 
 
 @pytest.fixture(params=["gcs", "azure"])
@@ -187,15 +188,16 @@ def test_racing_writers_exactly_one_wins(store):
         assert store.read(key) == f"writer {won.index(True)}".encode()
 
 
-def _losing_the_first_answer(monkeypatch) -> list[str]:
-    """Make the first create request reach the store but its answer get lost (a dropped
-    connection after the store acted): what a retry must not misread as someone else's win."""
+def _losing_the_first_answer(monkeypatch, methods=("PUT", "POST")) -> list[str]:
+    """Make the first create request (or the first request of ``methods``) reach the store but
+    its answer get lost (a dropped connection after the store acted): what a retry must not
+    misread as someone else's win."""
     real_send = conditional_writes._send
     lost: list[str] = []
 
     def send(method, url, headers, body, timeout_s, where):
         answer = real_send(method, url, headers, body, timeout_s, where)
-        if method in ("PUT", "POST") and not lost:
+        if method in methods and not lost:
             lost.append(url)
             raise conditional_writes._Transient("connection reset (test)", sent=True)
         return answer
@@ -240,35 +242,20 @@ def test_azure_delete_takes_no_lease_and_a_lost_answer_is_still_a_delete(azurite
     """The home's delete on Azure: one ``Delete Blob`` (True), none there (False), its
     neighbours untouched, a wrong key or a missing container one clear line, and a retry after
     a lost answer (the first request deleted) still this call's delete."""
-    def delete(key: str, *, container: str = azurite.container,
-               account_key: str = azurite_server.ACCOUNT_KEY) -> bool:
-        return conditional_writes.delete_azure(azurite_server.ACCOUNT, container, key,
-                                               endpoint=azurite.blob_endpoint,
-                                               account_key=account_key)
-
     base = _unique("delete")
     store = Store("azure", azurite, azurite.filesystem(), azurite.container)
     for name in ("gone/ü and space+%.txt", "kept", "lost"):
         store.write(f"{base}/{name}", name.encode())
     with pytest.raises(ConditionalWriteError, match="^removing .*refused the credentials"):
-        delete(f"{base}/kept", account_key="A" * 86 + "==")
+        conditional_writes.delete_azure(azurite_server.ACCOUNT, azurite.container, f"{base}/kept",
+                                        endpoint=azurite.blob_endpoint, account_key="A" * 86 + "==")
     with pytest.raises(ConditionalWriteError, match="^removing .*no such bucket or container"):
-        delete(f"{base}/kept", container="no-such-root")
-    assert delete(f"{base}/gone/ü and space+%.txt") is True
-    assert delete(f"{base}/gone/ü and space+%.txt") is False
+        Store("azure", azurite, store.fs, "no-such-root").delete(f"{base}/kept")
+    assert store.delete(f"{base}/gone/ü and space+%.txt") is True
+    assert store.delete(f"{base}/gone/ü and space+%.txt") is False
 
-    real_send = conditional_writes._send
-    lost: list[str] = []
-
-    def send(method, url, headers, body, timeout_s, where):
-        answer = real_send(method, url, headers, body, timeout_s, where)
-        if method == "DELETE" and not lost:
-            lost.append(url)
-            raise conditional_writes._Transient("connection reset (test)", sent=True)
-        return answer
-
-    monkeypatch.setattr(conditional_writes, "_send", send)
-    assert delete(f"{base}/lost") is True and lost
+    lost = _losing_the_first_answer(monkeypatch, methods=("DELETE",))
+    assert store.delete(f"{base}/lost") is True and lost
     listed = store.fs.get_file_info(pafs.FileSelector(f"{store.root}/{base}", recursive=True))
     assert [i.base_name for i in listed if i.type == pafs.FileType.File] == ["kept"]
     assert store.read(f"{base}/kept") == b"kept"
