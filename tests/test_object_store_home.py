@@ -210,7 +210,11 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
                                                                 monkeypatch):
     """Spark's standalone master with two workers, each in its own working directory; the
     store and the version only on S3. The walk tasks run on the workers' executors, read the
-    snapshots and write the version through S3, and the tables equal a local build's.
+    snapshots and write the version through S3, and the tables equal a local build's. The
+    clusters are split into ranges of two snapshots (``TOPIC_LINEAGE_WALK_RANGE_FILES``): the
+    range tasks' steps go through S3 too. The executors keep nothing: their ``HOME`` (a
+    directory of the test's) holds no file of topic-lineage's afterwards (each build used to
+    leave its saved walks and steps in the executors' ``~/.cache``).
 
     First, on the same cluster, Spark's own Parquet writer and reader (``tests/spark_s3_job.py``,
     as in tests/test_spark_s3.py): the executors, not the driver, write and read the files
@@ -223,6 +227,9 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
 
     for key, value in s3_bucket.env().items():  # the workers' (and so the executors') credentials
         monkeypatch.setenv(key, value)
+    executors_home = tmp_path / "executors-home"  # the workers' (and so the executors') HOME
+    executors_home.mkdir()
+    monkeypatch.setenv("HOME", str(executors_home))
     store_steps(Worker(shared, tmp_path / "capture").env, *HISTORY)
     with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=tmp_path / "cluster") as cluster:
         roundtrip = run_job({"action": "roundtrip", "url": s3_bucket.url("spark/x"), "rows": 5000,
@@ -233,6 +240,7 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
         driver.env["PYSPARK_SUBMIT_ARGS"] = " ".join(
             [f"--conf {k}={v}" for k, v in cluster.driver_conf(executor_memory="512m").items()]
             + ["pyspark-shell"])
+        driver.env["TOPIC_LINEAGE_WALK_RANGE_FILES"] = "2"
         driver.run("build", "--version-id", "vs", "--master", cluster.master_url)
 
     assert roundtrip.get("error") is None, roundtrip["error"]
@@ -266,6 +274,11 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
         manifest = json.loads(f.read())
     executors = {task["executor"] for task in manifest["walk_tasks"].values()}
     assert executors and executors <= {"0", "1"}, manifest["walk_tasks"]
+    ranges = [part for task in manifest["walk_tasks"].values() for part in task.get("ranges", [])]
+    assert len(ranges) > 2 and {part["executor"] for part in ranges} <= {"0", "1"}, manifest["walk_tasks"]
+    # the executors kept nothing of the build: no saved walk, no steps, no working copy
+    left = [str(path.relative_to(executors_home)) for path in executors_home.rglob("*") if path.is_file()]
+    assert not [name for name in left if "topic-lineage" in name], left
     assert query_all(Worker(shared, tmp_path / "query")) == local_tables(tmp_path_factory)
     # the executors' directories hold no snapshot file: they read the store on S3
     assert not list((tmp_path / "cluster").rglob("*.parquet"))

@@ -344,22 +344,22 @@ def walk_cluster(task: ClusterTask) -> dict:
     from topic_lineage import storage
 
     started = time.monotonic()
-    home = storage.at(task.home)
-    walk_ = None
-    if task.base_state is not None:
-        walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
-    first = task.continue_after if walk_ is not None else 0
-    if walk_ is None:
-        walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
-    summary = _summary(task, 0, None, first > 0)
-    with _reported(summary):
-        files = task.span.files(home)[first:]
-        summary.update(snapshots=len(files), first_file=next(iter(files), None))
-        _each_snapshot(home, task, files, _task_cpus(), summary,
-                       lambda path, head, topics: _walk(walk_, path, lambda: walk_.snapshot(head, topics)))
-    if summary["error"] is None:
-        _write_walk(home, task, walk_)
-    return _finish(summary, started)
+    with storage.for_task(task.home) as home:
+        walk_ = None
+        if task.base_state is not None:
+            walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
+        first = task.continue_after if walk_ is not None else 0
+        if walk_ is None:
+            walk_ = walk.ClusterWalk(task.cluster_id, task.policy)
+        summary = _summary(task, 0, None, first > 0)
+        with _reported(summary):
+            files = task.span.files(home)[first:]
+            summary.update(snapshots=len(files), first_file=next(iter(files), None))
+            _each_snapshot(home, task, files, _task_cpus(), summary,
+                           lambda path, head, topics: _walk(walk_, path, lambda: walk_.snapshot(head, topics)))
+        if summary["error"] is None:
+            _write_walk(home, task, walk_)
+        return _finish(summary, started)
 
 
 def _write_walk(home, task, walk_: walk.ClusterWalk) -> None:
@@ -381,32 +381,32 @@ def diff_range(task: ClusterTask) -> dict:
     from topic_lineage.store import CorruptSnapshotFileError
 
     started = time.monotonic()
-    home = storage.at(task.home)
-    cores = _task_cpus()
-    summary = _summary(task, 0, None, False)
-    steps = []
-    with _reported(summary):
-        files = task.span.files(home)
-        summary.update(snapshots=len(files), first_file=next(iter(files), None))
-        previous, newest = None, None
-        if task.previous is not None:
-            rows = _read_snapshot_file(home, task.previous, threads=cores > 1)
-            head, previous = _snapshot_of(task.cluster_id, task.previous, rows)
-            newest = head[t.CAPTURED_AT]
-        differ = walk.Differ(previous)
+    with storage.for_task(task.home) as home:
+        cores = _task_cpus()
+        summary = _summary(task, 0, None, False)
+        steps = []
+        with _reported(summary):
+            files = task.span.files(home)
+            summary.update(snapshots=len(files), first_file=next(iter(files), None))
+            previous, newest = None, None
+            if task.previous is not None:
+                rows = _read_snapshot_file(home, task.previous, threads=cores > 1)
+                head, previous = _snapshot_of(task.cluster_id, task.previous, rows)
+                newest = head[t.CAPTURED_AT]
+            differ = walk.Differ(previous)
 
-        def take(path, head, topics) -> None:
-            nonlocal newest
-            if newest is not None and head[t.CAPTURED_AT] <= newest:  # what the walk would say
-                error = walk.order_error(task.cluster_id, head[t.CAPTURED_AT], newest)
-                raise CorruptSnapshotFileError(path, f"{error} (its file name gives another time)")
-            newest = head[t.CAPTURED_AT]
-            steps.append(differ.step(head, topics))
+            def take(path, head, topics) -> None:
+                nonlocal newest
+                if newest is not None and head[t.CAPTURED_AT] <= newest:  # what the walk would say
+                    error = walk.order_error(task.cluster_id, head[t.CAPTURED_AT], newest)
+                    raise CorruptSnapshotFileError(path, f"{error} (its file name gives another time)")
+                newest = head[t.CAPTURED_AT]
+                steps.append(differ.step(head, topics))
 
-        _each_snapshot(home, task, files, cores, summary, take)
-    if summary["error"] is None:
-        home.write_bytes(home.name_of(task.steps_out), encode_steps(steps))
-    return _finish(summary, started)
+            _each_snapshot(home, task, files, cores, summary, take)
+        if summary["error"] is None:
+            home.write_bytes(home.name_of(task.steps_out), encode_steps(steps))
+        return _finish(summary, started)
 
 
 def walk_steps(task: WalkTask) -> dict:
@@ -415,24 +415,24 @@ def walk_steps(task: WalkTask) -> dict:
     from topic_lineage import storage
 
     started = time.monotonic()
-    home = storage.at(task.home)
-    walk_ = None
-    if task.base_state is not None:
-        walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
-    summary = _summary(task, task.snapshots, task.first_file, task.base_state is not None)
-    if task.base_state is not None and walk_ is None:
-        summary["error"] = (f"cluster {task.cluster_id}: the base version's saved walk {task.base_state} "
-                            "cannot be read; run topic-lineage build --full-refresh")
+    with storage.for_task(task.home) as home:
+        walk_ = None
+        if task.base_state is not None:
+            walk_ = walk.ClusterWalk.loads(_read(home, task.base_state), task.cluster_id, task.policy)
+        summary = _summary(task, task.snapshots, task.first_file, task.base_state is not None)
+        if task.base_state is not None and walk_ is None:
+            summary["error"] = (f"cluster {task.cluster_id}: the base version's saved walk {task.base_state} "
+                                "cannot be read; run topic-lineage build --full-refresh")
+            return _finish(summary, started)
+        walk_ = walk_ or walk.ClusterWalk(task.cluster_id, task.policy)
+        with _reported(summary):
+            for name in task.steps:
+                for step in decode_steps(_read(home, name)):
+                    _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
+        if summary["error"] is None:
+            _write_walk(home, task, walk_)
+            home.remove([home.name_of(name) for name in task.steps])
         return _finish(summary, started)
-    walk_ = walk_ or walk.ClusterWalk(task.cluster_id, task.policy)
-    with _reported(summary):
-        for name in task.steps:
-            for step in decode_steps(_read(home, name)):
-                _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
-    if summary["error"] is None:
-        _write_walk(home, task, walk_)
-        home.remove([home.name_of(name) for name in task.steps])
-    return _finish(summary, started)
 
 
 def encode_steps(steps: list) -> bytes:

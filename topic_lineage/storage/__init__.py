@@ -26,12 +26,17 @@ The operations, each promised by both implementations (``tests/test_storage_cont
   :meth:`~Home.push_tree` (a directory whose files are rewritten, kept in step);
 - :meth:`~Home.changed` / :meth:`~Home.change_token`: what tells a reader, cheaply, that
   something under a prefix changed (the no-op build's question);
-- :func:`at`: the same interface for another location (a walk task's, named by URL).
+- :func:`at`: the same interface for another location (a walk task's, named by URL);
+  :func:`for_task`: that, for one Spark task, with a working copy that ends with the task.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from topic_lineage import location
@@ -85,5 +90,25 @@ def at(where: str, *, setting: str = location.HOME_ENV) -> Home:
     return LocalHome(found)
 
 
-__all__ = ["Home", "LocalHome", "LocationError", "Name", "ObjectStoreHome", "at", "configured", "home",
+@contextmanager
+def for_task(where: str) -> Iterator[Home]:
+    """The home at ``where`` for the duration of one Spark task (a walk task on an executor).
+
+    On object storage its working copy is a new directory in ``TMPDIR``, removed when the task
+    ends, whatever ``$TOPIC_LINEAGE_WORK_DIR`` says: a task reads and writes through the store,
+    and nothing on an executor's machine would ever clean a lasting copy up (before, each
+    build left its walks' saved states and a split cluster's steps in the executors'
+    ``~/.cache``). A local home is the home itself."""
+    found = location.parse(where, setting=location.HOME_ENV)
+    if not isinstance(found, location.ObjectStore):
+        yield LocalHome(found)
+        return
+    directory = tempfile.mkdtemp(prefix="topic-lineage-task-")
+    try:
+        yield ObjectStoreHome(found, Path(directory))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+__all__ = ["Home", "LocalHome", "LocationError", "Name", "ObjectStoreHome", "at", "configured", "for_task", "home",
            "read_url"]
