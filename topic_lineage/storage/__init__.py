@@ -33,7 +33,6 @@ The operations, each promised by both implementations (``tests/test_storage_cont
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,13 +79,14 @@ def read_url(url: str) -> bytes:
     return Path(found).read_bytes()
 
 
-def at(where: str, *, setting: str = location.HOME_ENV) -> Home:
+def at(where: str, *, setting: str = location.HOME_ENV, work_dir: Path | None = None) -> Home:
     """The home at ``where`` (a path or a URL), for a process that is given one by name (a walk
     task on an executor: no ``$TOPIC_LINEAGE_HOME`` of its own); a location it cannot use is
-    one :class:`LocationError` naming ``setting``."""
+    one :class:`LocationError` naming ``setting``. ``work_dir``: an object store's working copy
+    (default: :func:`location.work_dir`)."""
     found = location.parse(where, setting=setting)
     if isinstance(found, location.ObjectStore):
-        return ObjectStoreHome(found, location.work_dir(found))
+        return ObjectStoreHome(found, work_dir or location.work_dir(found))
     return LocalHome(found)
 
 
@@ -99,15 +99,8 @@ def for_task(where: str) -> Iterator[Home]:
     and nothing on an executor's machine would ever clean a lasting copy up (before, each
     build left its walks' saved states and a split cluster's steps in the executors'
     ``~/.cache``). A local home is the home itself."""
-    found = location.parse(where, setting=location.HOME_ENV)
-    if not isinstance(found, location.ObjectStore):
-        yield LocalHome(found)
-        return
-    directory = tempfile.mkdtemp(prefix="topic-lineage-task-")
-    try:
-        yield ObjectStoreHome(found, Path(directory))
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="topic-lineage-task-", ignore_cleanup_errors=True) as directory:
+        yield at(where, work_dir=Path(directory))
 
 
 __all__ = ["Home", "LocalHome", "LocationError", "Name", "ObjectStoreHome", "at", "configured", "for_task", "home",
