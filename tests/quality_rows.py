@@ -96,10 +96,14 @@ def topic_snapshot(**overrides) -> dict:
 
 
 def frame(spark, table: str, rows: list[dict]):
-    """A DataFrame with the contract schema of ``table`` holding ``rows``."""
+    """A DataFrame with the contract schema of ``table`` holding ``rows``, of the columns the
+    gate reads (``suites.columns_read``, as ``quality.gate.read_version`` selects them)."""
+    from topic_lineage.quality.suites import columns_read
+
     columns = t.ddl_columns(t.TABLE_DDL[table])
     # Nullability comes from the DDL; the builders never leave a NOT NULL column empty.
-    return spark.createDataFrame([tuple(row[c] for c in columns) for row in rows], t.TABLE_DDL[table])
+    data = spark.createDataFrame([tuple(row[c] for c in columns) for row in rows], t.TABLE_DDL[table])
+    return data.select(*columns_read(table))
 
 
 def pandas_frame(table: str, rows: list[dict]):

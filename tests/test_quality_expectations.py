@@ -17,11 +17,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from quality_rows import (
     CLUSTER,
     ENGINES,
     ID_A,
     ID_B,
+    ID_C,
     NOW,
     PANDAS,
     SPARK,
@@ -260,8 +263,11 @@ SNAPSHOT_CASES = {
         [topic_snapshot(topic_id=ZERO_UUID)],
     ),
     s.SNAPSHOT_IDS_NOT_SHARED: (
-        # one ID under one name at each instant; the same name again later is fine
+        # one ID under one name at each instant; the same name again later is fine, and so is
+        # another name at another instant (the query's first step suspects ID_A, its second
+        # clears it)
         [topic_snapshot(), topic_snapshot(captured_at=at(2)),
+         topic_snapshot(topic_name="orders-copy", captured_at=at(3)),
          topic_snapshot(topic_name="payments", topic_id=ID_B)],
         [topic_snapshot(), topic_snapshot(topic_name="orders-copy")],
     ),
@@ -277,6 +283,58 @@ def test_shared_id_failure_names_both_names_and_the_id(spark, tl_home, engine):
     assert result.failed_names == [s.SNAPSHOT_IDS_NOT_SHARED]
     text = result.report()
     assert f"topic_id={ID_A}" in text and "topic_name=orders, orders-copy" in text
+
+
+# The shared-ID query (two steps: suspected IDs, then their snapshots) against a plain reference:
+# random histories of a few names and IDs, a name at most once per snapshot (the store refuses a
+# snapshot that lists a topic twice). Each history is its own cluster, so one query per engine
+# checks them all.
+_OBSERVATIONS = st.lists(st.tuples(st.integers(1, 4), st.sampled_from(["orders", "payments", "orders-copy"]),
+                                   st.sampled_from([ID_A, ID_B, ID_C, None])), max_size=12)
+
+
+def _shared_ids(histories: list[list[tuple]]) -> tuple[list[dict], set[tuple]]:
+    """The histories as ``topic_snapshots`` rows, and the reference's offending rows: per
+    cluster, instant and ID, the names that carried it, where there are two or more."""
+    rows, names = [], {}
+    for number, history in enumerate(histories):
+        seen = set()
+        for hour, name, topic_id in history:
+            if (hour, name) in seen:
+                continue
+            seen.add((hour, name))
+            rows.append(topic_snapshot(cluster_id=f"history-{number}", captured_at=at(hour),
+                                       topic_name=name, topic_id=topic_id))
+            if topic_id is not None:
+                names.setdefault((f"history-{number}", at(hour), topic_id), set()).add(name)
+    shared = {(*key, ", ".join(sorted(carried)), len(carried))
+              for key, carried in names.items() if len(carried) > 1}
+    return rows, shared
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(histories=st.lists(_OBSERVATIONS, min_size=10, max_size=40))
+def test_the_shared_id_query_finds_exactly_the_snapshots_where_two_names_carry_an_id(spark, histories):
+    import duckdb
+
+    from topic_lineage.quality import custom_expectations as cx
+
+    rows, want = _shared_ids(histories)
+    query = cx.ExpectObservedTopicIdsToBeUniquePerSnapshot.__fields__["unexpected_rows_query"].default
+
+    def naive(value):  # Spark's rows: naive UTC; DuckDB's: the pandas batch's naive UTC
+        return value.replace(tzinfo=None) if hasattr(value, "tzinfo") else value
+
+    want = {tuple(naive(v) for v in row) for row in want}
+    batch = frame_on(SPARK, spark, t.TOPIC_SNAPSHOTS, rows)
+    batch.createOrReplaceTempView("shared_id_batch")
+    on_spark = {tuple(naive(v) for v in row) for row in spark.sql(query.format(batch="shared_id_batch")).collect()}
+    connection = duckdb.connect()
+    connection.execute("SET TimeZone = 'UTC'")
+    connection.register("shared_id_batch", frame_on(PANDAS, spark, t.TOPIC_SNAPSHOTS, rows))
+    on_duckdb = {tuple(naive(v) for v in row)
+                 for row in connection.execute(query.format(batch="shared_id_batch")).fetchall()}
+    assert on_spark == want and on_duckdb == want, (on_spark ^ want, on_duckdb ^ want)
 
 
 # --- group_offsets and group_incarnations (consumer lineage, R8-R10) ------------------------------

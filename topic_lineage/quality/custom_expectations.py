@@ -263,13 +263,25 @@ class ExpectObservedTopicIdsToBeUniquePerSnapshot(_OffendingRowsExpectation):
     Such a snapshot (a broker bug of the KAFKA-19383 family) is stored as observed and the build
     stays deterministic, but nothing built from it is published: the offending row names the
     cluster, the instant, the ID and every name that carried it.
+
+    Two steps, the second exact: the IDs that two names carried anywhere in the table (one
+    group per ID, a few thousand where a snapshot has thousands of topics), then, for the rows
+    of those IDs only, the snapshots in which they did. Grouping every row by (cluster,
+    instant, ID) directly, one group per row, took 10-14 s on 10 M rows on 2 cores; these two
+    steps 2 s (docs/benchmarks.md). The suspects are few (none in a healthy history), so
+    Spark broadcasts them (the hint; DuckDB reads it as a comment).
     """
 
     unexpected_rows_query: str = (
-        f"SELECT {t.CLUSTER_ID}, {t.CAPTURED_AT}, {t.TOPIC_ID}, "
-        f"concat_ws(', ', array_sort(array_agg({t.TOPIC_NAME}))) AS {t.TOPIC_NAME}, "
-        f"count(*) AS names FROM {{batch}} WHERE {t.TOPIC_ID} IS NOT NULL "
-        f"GROUP BY {t.CLUSTER_ID}, {t.CAPTURED_AT}, {t.TOPIC_ID} HAVING count(*) > 1"
+        f"WITH suspects AS (SELECT {t.CLUSTER_ID}, {t.TOPIC_ID} FROM {{batch}} "
+        f"WHERE {t.TOPIC_ID} IS NOT NULL GROUP BY {t.CLUSTER_ID}, {t.TOPIC_ID} "
+        f"HAVING count(DISTINCT {t.TOPIC_NAME}) > 1) "
+        f"SELECT /*+ BROADCAST(s) */ b.{t.CLUSTER_ID}, b.{t.CAPTURED_AT}, b.{t.TOPIC_ID}, "
+        f"concat_ws(', ', array_sort(array_agg(DISTINCT b.{t.TOPIC_NAME}))) AS {t.TOPIC_NAME}, "
+        f"count(DISTINCT b.{t.TOPIC_NAME}) AS names FROM {{batch}} b JOIN suspects s "
+        f"ON b.{t.CLUSTER_ID} = s.{t.CLUSTER_ID} AND b.{t.TOPIC_ID} = s.{t.TOPIC_ID} "
+        f"GROUP BY b.{t.CLUSTER_ID}, b.{t.CAPTURED_AT}, b.{t.TOPIC_ID} "
+        f"HAVING count(DISTINCT b.{t.TOPIC_NAME}) > 1"
     )
     description: str = (
         "No snapshot shows two topic names carrying one topic ID: a Kafka topic ID names one "

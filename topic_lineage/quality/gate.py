@@ -245,9 +245,11 @@ def _check_table(version: str, table: str) -> Path:
 
 
 def read_version(spark, version: str, *, skip: tuple[str, ...] = ()) -> dict:
-    """Every table of a built version as DataFrames, in the contract's column order; the
-    tables in ``skip`` are checked to exist but not read (the caller reads part of them)."""
+    """Every table of a built version as DataFrames of the columns the gate validates
+    (``suites.columns_read``), in the contract's order; the tables in ``skip`` are checked to
+    exist but not read (the caller reads part of them)."""
     from topic_lineage.duckdb_sql import table_files
+    from topic_lineage.quality.suites import columns_read
 
     frames = {}
     for table in t.TABLES:
@@ -256,7 +258,7 @@ def read_version(spark, version: str, *, skip: tuple[str, ...] = ()) -> dict:
             continue
         # the files of the version's staged Iceberg snapshot: what publishing would publish
         files = [str(f) for f in table_files(version, table)]
-        frames[table] = spark.read.parquet(*files).select(*t.ddl_columns(t.TABLE_DDL[table]))
+        frames[table] = spark.read.parquet(*files).select(*columns_read(table))
     return frames
 
 
@@ -281,18 +283,22 @@ def validates_in_process(input_bytes: int) -> bool:
 
 def arrow_to_pandas(table: str, data):
     """An Arrow table of ``table``'s columns as the pandas DataFrame the gate validates: the
-    contract's column order and types, TIMESTAMP columns as naive UTC (the instants Spark
-    compares, its session being in UTC; what Spark's rows hold on a UTC machine), integer
-    columns as pandas' nullable integers (a NULL offset stays NULL, not a float NaN)."""
+    columns it reads (``suites.columns_read``) in the contract's order and types, TIMESTAMP
+    columns as naive UTC (the instants Spark compares, its session being in UTC; what Spark's
+    rows hold on a UTC machine), integer columns as pandas' nullable integers (a NULL offset
+    stays NULL, not a float NaN)."""
     import pandas as pd
     import pyarrow as pa
 
+    from topic_lineage.quality.suites import columns_read
+
+    read = columns_read(table)
     schema = t.arrow_schema_of(t.TABLE_DDL[table])
     naive = pa.schema([
         pa.field(f.name, pa.timestamp("us") if pa.types.is_timestamp(f.type) else f.type)
-        for f in schema
+        for f in schema if f.name in read
     ])
-    data = data.select(schema.names).cast(naive)
+    data = data.select(naive.names).cast(naive)
     nullable = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
     return data.to_pandas(types_mapper=nullable.get)
 
@@ -303,6 +309,7 @@ def read_version_pandas(version: str, *, scope: SnapshotScope | None = None) -> 
     import pyarrow.dataset as ds
 
     from topic_lineage.duckdb_sql import table_files
+    from topic_lineage.quality.suites import columns_read
 
     frames = {}
     for table in t.TABLES:
@@ -310,7 +317,7 @@ def read_version_pandas(version: str, *, scope: SnapshotScope | None = None) -> 
         files = (list(scope.new_files) if scope is not None and table == t.TOPIC_SNAPSHOTS
                  else table_files(version, table))
         schema = t.arrow_schema_of(t.TABLE_DDL[table])
-        data = (ds.dataset([str(f) for f in files], format="parquet").to_table(columns=schema.names)
+        data = (ds.dataset([str(f) for f in files], format="parquet").to_table(columns=columns_read(table))
                 if files else schema.empty_table())
         frames[table] = arrow_to_pandas(table, data)
     return frames
@@ -399,8 +406,10 @@ def snapshot_scope(version: str, fingerprint: str) -> SnapshotScope | None:
 
 
 def _scoped_snapshots(spark, version: str, scope: SnapshotScope):
+    from topic_lineage.quality.suites import columns_read
+
     table = version_table_path(version, t.TOPIC_SNAPSHOTS)
-    columns = t.ddl_columns(t.TOPIC_SNAPSHOTS_DDL)
+    columns = columns_read(t.TOPIC_SNAPSHOTS)
     if not scope.new_files:  # nothing new: no rows to check (the schema, read from the table)
         return spark.read.parquet(str(table)).select(*columns).limit(0)
     return spark.read.parquet(*[str(path) for path in scope.new_files]).select(*columns)
