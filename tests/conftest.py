@@ -4,6 +4,7 @@ a real S3 server."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
@@ -236,6 +237,16 @@ def s3_server():
     with _early_s3_server() or S3Server() as server:
         started_s3_server(server)
         yield server
+        _keep_log(server.log_path, f"seaweedfs-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log")
+
+
+def _keep_log(path: Path, name: str) -> None:
+    """A copy of a session server's log in ``test-output/`` (its own directory goes with it):
+    what a failure of a shared server leaves to read afterwards."""
+    with contextlib.suppress(OSError):
+        target = Path(__file__).resolve().parents[1] / "test-output" / name
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, target)
 
 
 @pytest.fixture
