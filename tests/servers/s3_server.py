@@ -296,8 +296,10 @@ class S3Server:
         return self._client
 
     def _wait_ready(self) -> None:
-        """Wait until the gateway answers a signed request and its bucket takes an object (the
-        master has a volume server and the filer is up)."""
+        """Wait until the gateway answers a signed request and its bucket takes an object with
+        content (the master has a volume server, grew a volume for the bucket's collection, and
+        the filer is up). An empty object would prove less: SeaweedFS keeps it in the filer
+        alone, so a server that cannot write to a volume would pass."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         deadline = time.monotonic() + self.startup_timeout_s
@@ -311,7 +313,7 @@ class S3Server:
                     f"{self._log_tail() or 'nothing'}")
             try:
                 self.create_bucket(self.bucket)
-                self._admin().put_object(Bucket=self.bucket, Key=probe, Body=b"")
+                self._admin().put_object(Bucket=self.bucket, Key=probe, Body=b"ready")
                 self._admin().delete_object(Bucket=self.bucket, Key=probe)
                 return
             except (BotoCoreError, ClientError) as exc:
