@@ -208,6 +208,7 @@ def _start_early_s3_server(items) -> None:
             server.start()
         except Exception as exc:  # noqa: BLE001 (the fixture starts one itself, and says why)
             _EARLY_S3["error"] = exc
+            _keep_text(str(exc), f"seaweedfs-early-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.txt")
         finally:
             _EARLY_S3_READY.set()
         _SESSION_ENDED.wait()
@@ -244,9 +245,14 @@ def _keep_log(path: Path, name: str) -> None:
     """A copy of a session server's log in ``test-output/`` (its own directory goes with it):
     what a failure of a shared server leaves to read afterwards."""
     with contextlib.suppress(OSError):
+        _keep_text(path.read_text(errors="replace"), name)
+
+
+def _keep_text(text: str, name: str) -> None:
+    with contextlib.suppress(OSError):
         target = Path(__file__).resolve().parents[1] / "test-output" / name
         target.parent.mkdir(exist_ok=True)
-        shutil.copyfile(path, target)
+        target.write_text(text)
 
 
 @pytest.fixture
