@@ -67,6 +67,30 @@ def test_every_component_listens_on_loopback_only(s3_server):
     assert not outside, f"listening beyond 127.0.0.1: {outside}"
 
 
+@pytest.mark.slow
+def test_a_first_start_that_fails_is_made_again_on_new_ports_and_a_new_directory(seaweedfs_built):
+    """The volume server's gRPC port taken before weed binds it: ``weed`` exits, and the start is
+    made again on new ports and in a new data directory (nothing of the failed attempt is
+    kept); the server then takes objects with content."""
+    import socket
+
+    from tests.servers.s3_server import _PORTS, S3Server
+    from topic_lineage.local.broker import free_port
+
+    server = S3Server()
+    server.ports = {name: free_port() for name in _PORTS}
+    server._prepare()
+    first_dir, taken = server.data_dir, server.ports["volume_grpc"]
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", taken))
+        blocker.listen()
+        with server:
+            assert server.ports["volume_grpc"] != taken
+            assert server.data_dir != first_dir and not first_dir.exists()
+            server.client().put_object(Bucket=server.bucket, Key="k", Body=b"content")
+            assert server.client().get_object(Bucket=server.bucket, Key="k")["Body"].read() == b"content"
+
+
 # A server killed (SIGKILL) and started again serves the same objects on the same endpoint and
 # leaves no gRPC socket behind: tests/test_object_store_faults.py, on the server it kills in the
 # middle of a build (a server start less). Every session's server ends with a stop (SIGTERM).

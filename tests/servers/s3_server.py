@@ -203,19 +203,23 @@ class S3Server:
         self.stop()  # a process that exited by itself: reap it
         weed = seaweedfs_dist.weed_executable()
         self._prepare()
-        # a free port can be taken before weed binds it: new ports, unless clients know them
+        # a free port can be taken before weed binds it: new ports, unless clients know them;
+        # and a new directory, if it is ours (a first start keeps nothing of a failed attempt)
         attempts = 3 if self.starts == 0 else 1
-        last_error = ""
+        errors: list[str] = []
         for attempt in range(attempts):
             if attempt:
                 self.ports = {}
+                if self._owns_dir and self.data_dir is not None:
+                    shutil.rmtree(self.data_dir, ignore_errors=True)
+                    self.data_dir = None
                 self._prepare()
             began = time.monotonic()
             try:
                 self._spawn(weed)
                 self._wait_ready()
             except S3ServerError as exc:
-                last_error = str(exc)
+                errors.append(f"attempt {attempt + 1}: {exc}")
                 self.stop()
                 continue
             self.start_seconds = time.monotonic() - began
@@ -225,7 +229,7 @@ class S3Server:
             return self
         if self.starts == 0:  # nothing of a server that never started is kept (the error quotes its log)
             self.close()
-        raise S3ServerError(last_error)
+        raise S3ServerError("\n".join(errors))
 
     def _prepare(self) -> None:
         if self.data_dir is None:
