@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.quality.suites import columns_read
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,6 @@ def read_version(spark, version: str, *, skip: tuple[str, ...] = ()) -> dict:
     (``suites.columns_read``), in the contract's order; the tables in ``skip`` are checked to
     exist but not read (the caller reads part of them)."""
     from topic_lineage.duckdb_sql import table_files
-    from topic_lineage.quality.suites import columns_read
 
     frames = {}
     for table in t.TABLES:
@@ -290,8 +290,6 @@ def arrow_to_pandas(table: str, data):
     import pandas as pd
     import pyarrow as pa
 
-    from topic_lineage.quality.suites import columns_read
-
     read = columns_read(table)
     schema = t.arrow_schema_of(t.TABLE_DDL[table])
     naive = pa.schema([
@@ -309,7 +307,6 @@ def read_version_pandas(version: str, *, scope: SnapshotScope | None = None) -> 
     import pyarrow.dataset as ds
 
     from topic_lineage.duckdb_sql import table_files
-    from topic_lineage.quality.suites import columns_read
 
     frames = {}
     for table in t.TABLES:
@@ -406,8 +403,6 @@ def snapshot_scope(version: str, fingerprint: str) -> SnapshotScope | None:
 
 
 def _scoped_snapshots(spark, version: str, scope: SnapshotScope):
-    from topic_lineage.quality.suites import columns_read
-
     table = version_table_path(version, t.TOPIC_SNAPSHOTS)
     columns = columns_read(t.TOPIC_SNAPSHOTS)
     if not scope.new_files:  # nothing new: no rows to check (the schema, read from the table)
