@@ -120,31 +120,37 @@ def shared_env(s3_env: dict, home_url: str, catalog_uri: str) -> dict:
     return env
 
 
-# ``topic-lineage query ARGS...`` for each ARGS, through the command's own entry point (its
-# arguments, its output), in one process: one interpreter start instead of one per query
-QUERIES_IN_ONE = """
+# ``topic-lineage ARGS...`` for each ARGS, through the command's own entry point (its arguments,
+# its output), in one process: one interpreter start instead of one per command
+COMMANDS_IN_ONE = """
 import contextlib, io, json, sys
 from topic_lineage.cli import main
 answers = []
 for args in json.loads(sys.argv[1]):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["query", *args])
+        code = main(args)
     if code != 0:
-        sys.exit(f"topic-lineage query {args} exited {code}")
+        sys.exit(f"topic-lineage {args} exited {code}")
     answers.append(out.getvalue())
 print(json.dumps(answers))
 """
 
 
+def run_commands(env: dict[str, str], cwd: Path, commands: list[list[str]]) -> list[str]:
+    """What ``topic-lineage`` prints for each argument list of ``commands`` (each must exit 0),
+    run one after the other in one process of their own with ``env``."""
+    done = subprocess.run([sys.executable, "-c", COMMANDS_IN_ONE, json.dumps(commands)], env=env,
+                          capture_output=True, text=True, cwd=str(cwd), timeout=300, check=False)
+    if done.returncode != 0:
+        raise AssertionError(f"the commands exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_queries(env: dict[str, str], cwd: Path, queries: list[list[str]]) -> list[str]:
     """What ``topic-lineage query`` prints for each argument list of ``queries``, run in one
     process of their own with ``env``."""
-    done = subprocess.run([sys.executable, "-c", QUERIES_IN_ONE, json.dumps(queries)], env=env,
-                          capture_output=True, text=True, cwd=str(cwd), timeout=300, check=False)
-    if done.returncode != 0:
-        raise AssertionError(f"the queries exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_commands(env, cwd, [["query", *args] for args in queries])
 
 
 def query_all(worker: Worker) -> dict[str, str]:

@@ -28,6 +28,7 @@ import pytest
 from scd_support import tid
 
 from tests.group_support import interchange_snapshot
+from tests.object_store_support import run_commands
 from topic_lineage import tables as t
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -176,11 +177,12 @@ QUERIES = {table: f"SELECT * FROM {table} ORDER BY ALL" for table in t.TABLES}
 
 
 def answers(home: Path) -> dict:
-    """Every table through ``topic-lineage query``, the OpenLineage events a dry run would send,
-    and the UI's tables."""
-    found = {table: json.loads(cli(home, "query", "--format", "json", sql)) for table, sql in QUERIES.items()}
-    events = [json.loads(line) for line in cli(home, "lineage", "emit", "--dry-run").splitlines()
-              if line.startswith("{")]
+    """Every table through ``topic-lineage query``, the OpenLineage events a dry run would send
+    (those commands in one process: :func:`run_commands`), and the UI's tables."""
+    commands = [["query", "--format", "json", sql] for sql in QUERIES.values()]
+    *tables, emitted = run_commands(env_of(home), home.parent, [*commands, ["lineage", "emit", "--dry-run"]])
+    found = {table: json.loads(text) for table, text in zip(QUERIES, tables, strict=True)}
+    events = [json.loads(line) for line in emitted.splitlines() if line.startswith("{")]
     found["lineage"] = sorted(json.dumps(_without_times(e), sort_keys=True) for e in events)
     found["ui"] = ui_tables(home)
     return found
@@ -234,7 +236,7 @@ def _published_twice(tmp_path_factory):
         ingest(home, tmp, batch)
         cli(home, "build")
     shutil.copytree(home, tmp / "as-published", symlinks=True)
-    return home, tmp / "as-published"
+    return home, tmp / "as-published", answers(home)
 
 
 @pytest.fixture
@@ -242,10 +244,17 @@ def published_twice(_published_twice) -> Path:
     """The home with two published builds, as they left it, to be maintained; read before its
     maintenance, it is its own reference. Built once for the module: each test gets it back as
     it was (a copy of the directory, like a restored backup)."""
-    home, as_published = _published_twice
+    home, as_published, _ = _published_twice
     shutil.rmtree(home)
     shutil.copytree(as_published, home, symlinks=True)
     return home
+
+
+@pytest.fixture
+def before_maintenance(_published_twice) -> dict:
+    """What the home with two published builds answers (:func:`answers`), read once for the
+    module: the copy each test gets is the same files at the same place."""
+    return _published_twice[2]
 
 
 @pytest.fixture(scope="module")
@@ -261,9 +270,9 @@ def reference(tmp_path_factory):
 
 
 def test_another_engines_maintenance_changes_nothing_readers_see_nor_the_next_publish(
-        reference, published_twice, tmp_path):
+        reference, published_twice, before_maintenance, tmp_path):
     maintained = published_twice
-    want = answers(maintained)  # before the maintenance
+    want = before_maintenance
     assert want[t.TOPIC_INCARNATIONS] and want["lineage"]
     done = maintain(maintained)
     print("maintenance:", json.dumps(done))
@@ -323,13 +332,13 @@ def test_a_foreign_commit_that_changes_rows_is_reported_naming_its_snapshot(refe
 
 
 def test_maintenance_that_also_removes_our_branches_and_files_leaves_the_next_build_right(
-        reference, published_twice, tmp_path):
+        reference, published_twice, before_maintenance, tmp_path):
     """Harsher: the audit branches removed too, so expiry takes our own snapshots and the
     orphan removal our versions' data files. ``main``'s history back to our snapshot is gone:
     the table property names the version; the next build cannot keep the base's files and is a
     full refresh; every answer equals the reference's."""
     maintained = published_twice
-    want = answers(maintained)  # before the maintenance
+    want = before_maintenance
     cat = catalog(maintained)
     for table in t.TABLES:
         tbl = cat.load_table((t.DATABASE, table))
