@@ -7,7 +7,8 @@ storage it references them instead (``file_references`` in its manifest): an inc
 uploads only what it derived, the Iceberg snapshot of the version names the base's objects, the
 gate knows those files are the base's without the base in its working copy, and retention keeps
 the objects a kept version references after their own version goes, until none does (then the
-sweep takes them). Every table of a version that reads through references to two earlier ones
+sweep takes them). A version another worker is still building survives a publish here that
+removes every version it may (keep 1, no grace), and finishes. Every table of a version that reads through references to two earlier ones
 equals a full build of the same snapshots on the local disk.
 
 The user's own engines read such a version from the bucket (issue #45; tests/iceberg_peers.py,
@@ -38,6 +39,7 @@ from tests.object_store_support import (
     run_queries,
     shared_env,
     store_steps,
+    wait_for,
 )
 from topic_lineage import tables as t
 
@@ -93,10 +95,26 @@ def test_kept_files_are_referenced_not_uploaded_and_outlive_their_version_while_
         "query", "--format", "json", "SELECT count(*) AS n FROM topic_incarnations").stdout)[0]["n"] > 40
     _read_alike_by_peers(shared, s3_bucket, Worker(shared, tmp_path / "peers"), base="v1")
 
-    # v1 and v2 go (keep 1, no grace); what v3 references of them stays, and reads
+    # v1 and v2 go (keep 1, no grace); what v3 references of them stays, and reads. Meanwhile
+    # another worker builds va (a full refresh, paused while writing): only its running build's
+    # age protects it, and it survives v3's publish here, then finishes
     store_steps(Worker(shared, tmp_path / "capture-3").env, HISTORY[2])
+    there = Worker(shared, tmp_path / "machine-a")
+    building = there.start("build", "--full-refresh", "--version-id", "va", TOPIC_LINEAGE_FAULT="pause@write")
     retaining = {**shared, "TOPIC_LINEAGE_KEEP_VERSIONS": "1", "TOPIC_LINEAGE_READER_GRACE": "0"}
-    Worker(retaining, tmp_path / "build-3").run("build", "--version-id", "v3")
+    try:
+        wait_for(there.reached("write"), building)
+        writing = _keys(s3_bucket, "va")
+        assert writing
+        Worker(retaining, tmp_path / "build-3").run("build", "--version-id", "v3")
+        assert writing <= _keys(s3_bucket, "va")
+    finally:
+        there.release("write")
+    assert building.wait(timeout=600) == 0, there.output()[-2000:]
+    listed = {m["version"]: m["status"] for m in json.loads(
+        Worker(shared, tmp_path / "look").run("versions", "--format", "json").stdout)}
+    # va saw the snapshots v3 saw: its tables are the same, so v3 stays published (R5)
+    assert listed["v3"] == "published" and listed["va"] == "validated", listed
     v3 = _manifest(s3_bucket, "v3")["file_references"]
     assert {stored.split("/")[0] for stored in v3.values()} == {"v1", "v2"}, v3
     left = {f"v1/{n}" for n in _keys(s3_bucket, "v1")} | {f"v2/{n}" for n in _keys(s3_bucket, "v2")}
