@@ -379,12 +379,11 @@ _LONGEST_FIRST = (  # by their measured times in a full run (CI rehearsal of 2f4
     "test_object_store_references.py",  # 454 alone at load 4-7 (four builds, three local builds)
     "test_faults.py",  # 71 + 48 + ... (about 5 min in earlier rounds)
     "test_spark_standalone.py",  # 128 (setup) + 19 + 25 + 14 in the fast tier: its longest file, early there
-    "test_iceberg_published.py",  # 127 + 96
+    "test_iceberg_peers.py",  # 127 + 96 (what the CLI publishes) + 65 + 48 + ...
     "test_spark_server.py",  # 82 + 58 + ...
     "test_bench_dbt.py",  # 156
     "test_object_store_retention.py",  # 99 + 53
     "test_airflow_own_deployment.py",  # 73 (setup) + 68 + ...
-    "test_iceberg_peers.py",  # 65 + 48 + ...
     "test_group_spark.py",  # 66 + 35
     "test_scd_publish.py",
     # the files that mostly wait (timeouts, broker and Airflow starts) between files that
