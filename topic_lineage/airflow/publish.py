@@ -30,8 +30,10 @@ def capture_warnings(version: str) -> tuple[list[str], list[str]]:
     return [w for w in warnings if w not in findings], findings
 
 
-QUIET_LOGGERS = ("great_expectations", "py4j")
-"""Loggers held at WARNING during the gate: GX logs hundreds of lines per validation."""
+QUIET_LOGGERS = ("great_expectations", "py4j", "tzlocal")
+"""Loggers held at WARNING during the gate: GX logs hundreds of lines per validation, and its
+Data Docs index asks ``tzlocal`` for the local zone, which logs its search (six lines) the first
+time in a process."""
 
 
 def airflow_base_url() -> str:
