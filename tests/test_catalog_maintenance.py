@@ -241,9 +241,9 @@ def _published_twice(tmp_path_factory):
 
 @pytest.fixture
 def published_twice(_published_twice) -> Path:
-    """The home with two published builds, as they left it, to be maintained; read before its
-    maintenance, it is its own reference. Built once for the module: each test gets it back as
-    it was (a copy of the directory, like a restored backup)."""
+    """The home with two published builds, as they left it, to be maintained; what it answered
+    before its maintenance (:func:`before_maintenance`) is its own reference. Built once for the
+    module: each test gets it back as it was (a copy of the directory, like a restored backup)."""
     home, as_published, _ = _published_twice
     shutil.rmtree(home)
     shutil.copytree(as_published, home, symlinks=True)

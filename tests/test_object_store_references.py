@@ -8,8 +8,9 @@ uploads only what it derived, the Iceberg snapshot of the version names the base
 gate knows those files are the base's without the base in its working copy, and retention keeps
 the objects a kept version references after their own version goes, until none does (then the
 sweep takes them). A version another worker is still building survives a publish here that
-removes every version it may (keep 1, no grace), and finishes. Every table of a version that reads through references to two earlier ones
-equals a full build of the same snapshots on the local disk.
+removes every version it may (keep 1, no grace), and finishes. Every table of a version that
+reads through references to two earlier ones equals a full build of the same snapshots on the
+local disk.
 
 The user's own engines read such a version from the bucket (issue #45; tests/iceberg_peers.py,
 in ``.venv-iceberg/``): every table of the published version (whose Iceberg snapshot names the

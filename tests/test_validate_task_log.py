@@ -2,8 +2,8 @@
 
 Runs the task's function (``topic_lineage.airflow.validate_version``, what the DAG's ``validate`` task
 calls) on real built versions with the real gate, in a process of its own as Airflow runs a task,
-with every logger at DEBUG, as a task whose logging is configured verbosely would: Great Expectations' hundreds of debug lines must not be
-in it, the Data Docs link must be the UI's (``[api] base_url`` + ``/topic-lineage/...``), and no
+with every logger at DEBUG, as a task whose logging is configured verbosely would: Great
+Expectations' hundreds of debug lines must not be in it, the Data Docs link must be the UI's (``[api] base_url`` + ``/topic-lineage/...``), and no
 server path or ``file://`` URI may appear. The JVM's stderr goes to the task's stdout (Airflow
 logs a task's stderr as errors). What the task's log handlers print is what is checked.
 """
