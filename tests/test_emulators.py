@@ -3,34 +3,29 @@ their emulators on loopback: fake-gcs-server and Azurite (``scripts/install_emul
 :mod:`tests.servers.gcs_emulator`, :mod:`tests.servers.azurite`).
 
 What the storage interface needs of a store, each proved on both: an object written whole
-(``open_output_stream``) and read back, its info, a missing key's info, a delete, a recursive
-listing past a page (1,005 keys, fetched in pages of 1,000 through a proxy that asks for that
-page size, as the real GCS answers by itself), and the conditional create of
+(``open_output_stream``) and read back, its info, a missing key's info, a delete, and the conditional create of
 :mod:`topic_lineage.storage.conditional_writes`: of writers racing on one name, exactly one wins, and the
 object holds its bytes; on Azure, the lease-free delete of that module. Each emulator starts once for the module.
+A listing past a page (through a proxy that asks for pages, as GCS and Azure page where the
+emulators do not) is a promise of the home: tests/test_storage_contract.py.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow.fs as pafs
 import pytest
 
 from tests.servers import azurite as azurite_server
-from tests.servers.paging_proxy import PagingProxy, azure_pages, gcs_pages
 from topic_lineage.storage import conditional_writes
 from topic_lineage.storage.conditional_writes import ConditionalWriteError
 
 pytestmark = [pytest.mark.emulators]
 
-MANY = 1_005
-PAGE = 1_000
 
 
 @pytest.fixture
@@ -45,8 +40,8 @@ def azurite(azurite_server):
 
 @dataclass
 class Store:
-    """One emulator as the tests use it: its file system, the bucket or container, a paging
-    proxy's file system, and its conditional create."""
+    """One emulator as the tests use it: its file system, the bucket or container, and its
+    conditional create."""
 
     name: str
     server: Any
@@ -60,20 +55,6 @@ class Store:
         return conditional_writes.create_azure(
             azurite_server.ACCOUNT, self.root, key, data, endpoint=self.server.blob_endpoint,
             account_key=azurite_server.ACCOUNT_KEY)
-
-    def paging_proxy(self) -> PagingProxy:
-        if self.name == "gcs":
-            return PagingProxy(f"127.0.0.1:{self.server.port}", gcs_pages(PAGE))
-        return PagingProxy(self.server.authority,
-                           azure_pages(PAGE, azurite_server.ACCOUNT, azurite_server.ACCOUNT_KEY))
-
-    def filesystem_via(self, proxy: PagingProxy) -> pafs.FileSystem:
-        if self.name == "gcs":
-            return pafs.GcsFileSystem(**{**self.server.pyarrow_options(),
-                                         "endpoint_override": proxy.authority})
-        return pafs.AzureFileSystem(**{**self.server.pyarrow_options(),
-                                       "blob_storage_authority": proxy.authority,
-                                       "dfs_storage_authority": proxy.authority})
 
     def read(self, key: str) -> bytes:
         with self.fs.open_input_stream(f"{self.root}/{key}") as source:
@@ -126,31 +107,6 @@ def test_write_read_info_delete(store):
 
     store.delete(f"{base}/a/object.bin")
     assert store.fs.get_file_info(f"{store.root}/{base}/a/object.bin").type == pafs.FileType.NotFound
-
-
-def test_recursive_listing_past_a_page(store):
-    base = _unique("many")
-    # 1,005 keys side by side (pyarrow lists Azure's flat namespace one "directory" at a time,
-    # so they are in one) and two deeper, which only a recursive listing finds.
-    keys = {f"{base}/k{i:05d}" for i in range(MANY)} | {f"{base}/sub/x", f"{base}/sub/deeper/y"}
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda key: store.write(key, key.encode()), sorted(keys)))
-
-    def listed(fs: pafs.FileSystem) -> set[str]:
-        selector = pafs.FileSelector(f"{store.root}/{base}", recursive=True, allow_not_found=True)
-        infos = fs.get_file_info(selector)
-        return {info.path.split("/", 1)[1] for info in infos if info.type == pafs.FileType.File}
-
-    assert listed(store.fs) == keys
-    with store.paging_proxy() as proxy:
-        assert listed(store.filesystem_via(proxy)) == keys
-    # More than one page was fetched, the later ones by the continuation the store gave.
-    pages = [dict(parse_qsl(urlsplit(target).query)) for target in proxy.listings()]
-    continued = [page for page in pages if page.get("pageToken") or page.get("marker")]
-    assert continued, f"pyarrow fetched no second page: {proxy.listings()}"
-
-    store.fs.delete_dir_contents(f"{store.root}/{base}", missing_dir_ok=True)
-    assert listed(store.fs) == set()
 
 
 def test_conditional_create(store):

@@ -1,8 +1,10 @@
 """The tests' S3 server (SeaweedFS on loopback, tests/servers/s3_server.py) and its fault
 proxy (tests/servers/s3_faults.py), and what the project's two S3 clients, pyarrow's
 ``S3FileSystem`` and botocore, do against them: the requests object storage will rely on
-(conditional creates and compare-and-swap, paginated listings), retries through throttling and
-slow answers, and what refused credentials look like.
+(conditional creates and compare-and-swap), retries through throttling and slow answers, and
+what refused credentials look like. Writers racing to create one name (exactly one wins) and a
+listing past a page of 1,000 keys (two LIST requests) are promises of the home, proved on this
+server by tests/test_storage_contract.py.
 """
 
 from __future__ import annotations
@@ -11,9 +13,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -164,34 +164,6 @@ def test_if_none_match_creates_only_when_absent(s3_bucket):
     assert client.get_object(Bucket=s3_bucket.name, Key="snap")["Body"].read() == b"first"
 
 
-def test_if_none_match_racing_writers_exactly_one_wins(s3_bucket):
-    """Eight writers create the same new key at once, three times: each time exactly one gets
-    200, the others 412, and the object is the winner's. (SeaweedFS serialises conditional
-    writes of one key with a lock polled once a second: a round takes 1-4 s.)"""
-    from botocore.exceptions import ClientError
-
-    client = s3_bucket.client(max_pool_connections=8)
-
-    def attempt(key: str, writer: int, start: threading.Barrier) -> int:
-        start.wait()
-        try:
-            client.put_object(Bucket=s3_bucket.name, Key=key, Body=f"w{writer}".encode(),
-                              IfNoneMatch="*")
-            return writer
-        except ClientError as exc:
-            assert _error_code(exc) == "PreconditionFailed", exc
-            return -1
-
-    with ThreadPoolExecutor(8) as pool:
-        for round_ in range(3):
-            start = threading.Barrier(8)
-            results = list(pool.map(attempt, [f"race/{round_}"] * 8, range(8), [start] * 8))
-            winners = [w for w in results if w >= 0]
-            assert len(winners) == 1, f"round {round_}: {results}"
-            body = client.get_object(Bucket=s3_bucket.name, Key=f"race/{round_}")["Body"].read()
-            assert body == f"w{winners[0]}".encode()
-
-
 def test_if_match_replaces_only_the_version_read(s3_bucket):
     """PutObject with ``If-Match: <ETag>`` (compare-and-swap): it replaces the object whose ETag
     it names, and is refused with 412 once someone else replaced it."""
@@ -208,31 +180,6 @@ def test_if_match_replaces_only_the_version_read(s3_bucket):
         client.put_object(Bucket=s3_bucket.name, Key="absent", Body=b"x", IfMatch=first)
     print(f"\nIf-Match with a stale ETag: {stale.value}\nIf-Match on a missing key: {missing.value}")
     assert client.get_object(Bucket=s3_bucket.name, Key="pointer")["Body"].read() == b"v2"
-
-
-# --- listings -----------------------------------------------------------------------------------
-def test_list_objects_v2_pages_past_1000_keys(s3_bucket, s3_proxy):
-    """1,050 keys: botocore's ListObjectsV2 gives them in two pages (1,000 + 50) through the
-    continuation token, pyarrow's recursive listing gives all of them; each listing is two LIST
-    requests."""
-    from pyarrow import fs
-
-    client = s3_bucket.client(max_pool_connections=8)
-    keys = [f"many/{i:05d}" for i in range(1050)]
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda k: client.put_object(Bucket=s3_bucket.name, Key=k, Body=b""), keys))
-    proxied = s3_bucket.client(s3_proxy.endpoint)
-    s3_proxy.reset_counts()
-    pages = list(proxied.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket.name,
-                                                                    Prefix="many/"))
-    assert [len(p["Contents"]) for p in pages] == [1000, 50]
-    assert [o["Key"] for p in pages for o in p["Contents"]] == keys
-    assert s3_proxy.counts() == {"LIST": 2}
-    s3_proxy.reset_counts()
-    listed = s3_bucket.filesystem(s3_proxy.endpoint).get_file_info(
-        fs.FileSelector(f"{s3_bucket.name}/many", recursive=True))
-    assert sorted(i.path for i in listed) == [f"{s3_bucket.name}/{k}" for k in keys]
-    assert s3_proxy.counts() == {"LIST": 2}, s3_proxy.summary()
 
 
 # --- the fault proxy ----------------------------------------------------------------------------

@@ -5,9 +5,11 @@ pipelines on S3 (tests/test_object_store_*.py) need not prove them again step by
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -92,9 +94,12 @@ def test_create_if_absent_has_one_winner_among_racing_writers(home):
         assert home.create(name, "late") is False
 
 
-def test_listing_past_a_thousand_files_skips_hidden_ones(home):
-    """A listing names every file under a folder (S3 pages at 1,000 keys), recursively, with its
-    size; names starting with ``.`` or ``_`` only when asked."""
+def test_listing_past_a_thousand_files_skips_hidden_ones(request, home, tmp_path, monkeypatch):
+    """A listing names every file under a folder, recursively, with its size; names starting
+    with ``.`` or ``_`` only when asked. On object storage the home also lists through a proxy
+    and gets the same files, following the store's continuation: S3 answers in pages of 1,000
+    (two LIST requests); the emulators answer in one page where GCS and Azure page, so their
+    proxy asks for pages of 100 (tests/servers/paging_proxy.py)."""
     for i in range(1005):
         home.path(f"many/d{i % 3}/f{i:04d}").parent.mkdir(parents=True, exist_ok=True)
         home.path(f"many/d{i % 3}/f{i:04d}").write_bytes(b"x" * (i % 7))
@@ -107,6 +112,43 @@ def test_listing_past_a_thousand_files_skips_hidden_ones(home):
     assert listed["d1/f0001"][0] == 1 and listed["d0/f0006"][0] == 6
     assert set(home.listing("many", hidden=True)) - set(listed) == {".hidden", "d0/_SUCCESS"}
     assert home.listing("nothing-here") == {}
+    kind = request.node.callspec.params["home"]
+    if kind == "local":
+        return
+    with _paging_proxy(request, kind) as (env, continued):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert _another_worker(home, tmp_path, monkeypatch).listing("many") == listed
+        assert continued()
+
+
+@contextlib.contextmanager
+def _paging_proxy(request, kind: str):
+    """``(variables that point the SDKs, and so a home, at a proxy of the store, a check that
+    the listings through it continued past a page)``."""
+    from tests.servers import azurite
+    from tests.servers.paging_proxy import PagingProxy, azure_pages, gcs_pages
+
+    if kind == "s3":  # the fault proxy, which counts requests by operation
+        proxy = request.getfixturevalue("s3_proxy")
+        yield request.getfixturevalue("s3_bucket").env(proxy.endpoint), lambda: proxy.counts().get("LIST") == 2
+        return
+    if kind == "gcs":
+        server = request.getfixturevalue("gcs_server")
+        paging = PagingProxy(f"127.0.0.1:{server.port}", gcs_pages(100))
+        env = {"STORAGE_EMULATOR_HOST": f"http://{paging.authority}"}
+    else:
+        server = request.getfixturevalue("azurite_server")
+        paging = PagingProxy(server.authority, azure_pages(100, azurite.ACCOUNT, azurite.ACCOUNT_KEY))
+        env = {"AZURE_STORAGE_CONNECTION_STRING": server.connection_string().replace(
+            server.authority, paging.authority)}
+
+    def continued() -> bool:
+        pages = [dict(parse_qsl(urlsplit(target).query)) for target in paging.listings()]
+        return any(page.get("pageToken") or page.get("marker") for page in pages)
+
+    with paging:
+        yield env, continued
 
 
 def test_remove_and_remove_tree_keep_what_is_kept_and_the_last_file_last(home):
