@@ -3,11 +3,12 @@ their emulators on loopback: fake-gcs-server and Azurite (``scripts/install_emul
 :mod:`tests.servers.gcs_emulator`, :mod:`tests.servers.azurite`).
 
 What the storage interface needs of a store, each proved on both: an object written whole
-(``open_output_stream``) and read back, its info, a missing key's info, a delete, and the conditional create of
-:mod:`topic_lineage.storage.conditional_writes`: of writers racing on one name, exactly one wins, and the
-object holds its bytes; on Azure, the lease-free delete of that module. Each emulator starts once for the module.
-A listing past a page (through a proxy that asks for pages, as GCS and Azure page where the
-emulators do not) is a promise of the home: tests/test_storage_contract.py.
+(``open_output_stream``) and read back, its info, a missing key's info, a delete, and the
+conditional create of :mod:`topic_lineage.storage.conditional_writes`: of writers racing on one
+name, exactly one wins, and the object holds its bytes; on Azure, the lease-free delete of that
+module. Each emulator starts once for the module. A listing past a page (through a proxy that asks
+for pages, as GCS and Azure page where the emulators do not) is a promise of the home:
+tests/test_storage_contract.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from topic_lineage.storage import conditional_writes
 from topic_lineage.storage.conditional_writes import ConditionalWriteError
 
 pytestmark = [pytest.mark.emulators]
-
 
 
 @pytest.fixture
