@@ -59,6 +59,7 @@ _MASTER_TOML = """\
 [master.volume_growth]
 copy_1 = 1
 """
+_STATE_DIRS = ("master", "volume", "filer")  # what a server writes in its data directory
 _PORTS = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc")
 
 
@@ -202,9 +203,13 @@ class S3Server:
             return self
         self.stop()  # a process that exited by itself: reap it
         weed = seaweedfs_dist.weed_executable()
+        kept = self._holds_data()
         self._prepare()
-        # a free port can be taken before weed binds it: new ports, unless clients know them;
-        # and a new directory, if it is ours (a first start keeps nothing of a failed attempt)
+        # a free port can be taken before weed binds it: new ports, unless clients know them.
+        # A first start keeps nothing of a failed attempt: a new directory if it is ours, else
+        # the given one's state removed unless it held data before (a volume server that keeps
+        # the failed master's topology ID is refused by the next one, "volume growth frozen",
+        # and no bucket takes an object)
         attempts = 3 if self.starts == 0 else 1
         errors: list[str] = []
         for attempt in range(attempts):
@@ -213,6 +218,9 @@ class S3Server:
                 if self._owns_dir and self.data_dir is not None:
                     shutil.rmtree(self.data_dir, ignore_errors=True)
                     self.data_dir = None
+                elif not kept and self.data_dir is not None:
+                    for name in _STATE_DIRS:
+                        shutil.rmtree(self.data_dir / name, ignore_errors=True)
                 self._prepare()
             began = time.monotonic()
             try:
@@ -231,10 +239,15 @@ class S3Server:
             self.close()
         raise S3ServerError("\n".join(errors))
 
+    def _holds_data(self) -> bool:
+        """Whether the data directory holds a server's state (from a start before this one)."""
+        return self.data_dir is not None and any(
+            any((self.data_dir / name).iterdir()) for name in _STATE_DIRS if (self.data_dir / name).is_dir())
+
     def _prepare(self) -> None:
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="tl-s3-", dir=_parent_dir()))
-        for name in ("master", "volume", "filer"):
+        for name in _STATE_DIRS:
             (self.data_dir / name).mkdir(parents=True, exist_ok=True)
         if not self.ports:
             self.ports = {name: free_port() for name in _PORTS}
