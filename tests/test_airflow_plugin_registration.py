@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.airflow
+# Airflow loads the plugin (a deployment, not a rule): the whole suite
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY_POINT = "topic_lineage.ui.plugin:TopicLineagePlugin"

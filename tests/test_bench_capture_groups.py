@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.broker
+# a benchmark's code kept from rotting (the capture of groups itself: tests/test_group_capture.py): the whole suite
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 def test_groups_mode_reports_every_group_with_its_offsets_and_a_ratio(tmp_path):

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.airflow, pytest.mark.broker]
+# Airflow runs its DAGs (a deployment, not a rule: the task bodies and the run-type decisions are
+# tests/test_airflow_tasks.py's, in the fast tier too): the whole suite
+pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.slow]
 
 DAGS_DIR = Path(__file__).resolve().parent.parent / "dags"
 

@@ -34,6 +34,7 @@ def _outcomes(result: gate.GateResult) -> list:
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # each expectation's verdicts on both engines: tests/test_quality_expectations.py
 def test_a_small_version_is_validated_without_a_spark_job_and_judged_as_with_spark(
         spark, tl_home, monkeypatch):
     """A built version in which two names carry one topic ID (a critical failure, with
@@ -95,6 +96,7 @@ def test_in_process_limit_is_read_from_the_environment_and_capped_by_the_small_i
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # the gate's speed on a real version (its verdicts: tests/test_quality_expectations.py)
 def test_validating_a_small_version_starts_no_spark(spark, tl_home, monkeypatch):
     """`topic-lineage validate` and the Airflow validate task body on a small version start no
     JVM (JAVA_HOME points nowhere, no Spark Connect server) and record a passing verdict; with

@@ -113,9 +113,28 @@ def _publish_sample() -> str:
     return "v-sample"
 
 
+@pytest.fixture(scope="module")
+def _sample_home(tmp_path_factory) -> Path:
+    """A home with the sample published, once for the module: its tests only read it (and the
+    refusals check that nothing in it changed)."""
+    home = tmp_path_factory.mktemp("query-sample") / "tl-home"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOPIC_LINEAGE_HOME", str(home))
+        _publish_sample()
+    return home
+
+
 @pytest.fixture
-def sample(tl_home):
-    return _publish_sample()
+def sample_home(_sample_home, monkeypatch) -> Path:
+    """The module's sample home, this test's ``TOPIC_LINEAGE_HOME``."""
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(_sample_home))
+    return _sample_home
+
+
+@pytest.fixture
+def sample(sample_home) -> str:
+    """The published sample version (in :func:`sample_home`)."""
+    return "v-sample"
 
 
 def _unordered(text: str, fmt: str) -> object:
@@ -171,9 +190,9 @@ def _cli(home: Path, *args: str, env: dict | None = None) -> subprocess.Complete
                           timeout=120, check=False, cwd=ROOT)
 
 
-def test_cli_default_engine_is_duckdb_without_a_jvm(sample, tl_home):
+def test_cli_default_engine_is_duckdb_without_a_jvm(sample, sample_home):
     """The default engine answers without Java; timestamps ISO 8601 UTC, booleans, NULL."""
-    done = _cli(tl_home, "SELECT topic_name, valid_from, valid_to, is_current, topic_id "
+    done = _cli(sample_home, "SELECT topic_name, valid_from, valid_to, is_current, topic_id "
                          "FROM topic_incarnations WHERE incarnation_key = 'k-orders-2' "
                          "ORDER BY version", "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -183,15 +202,15 @@ def test_cli_default_engine_is_duckdb_without_a_jvm(sample, tl_home):
         {"topic_name": "orders", "valid_from": "2026-11-05T00:00:00.123456Z",
          "valid_to": "2026-11-06T00:00:00Z", "is_current": False, "topic_id": tid(2)},
     ]
-    table = _cli(tl_home, "SELECT topic_name, topic_id, is_internal FROM topic_incarnations "
+    table = _cli(sample_home, "SELECT topic_name, topic_id, is_internal FROM topic_incarnations "
                           "WHERE incarnation_key = 'k-legacy'")
     assert table.stdout.splitlines() == [
         "topic_name  topic_id  is_internal", "----------  --------  -----------",
         "legacy      NULL      false      ", "(1 row)"]
 
 
-def test_cli_master_needs_the_spark_engine(sample, tl_home):
-    done = _cli(tl_home, "SELECT 1", "--engine", "duckdb", "--master", "local[1]")
+def test_cli_master_needs_the_spark_engine(sample_home):
+    done = _cli(sample_home, "SELECT 1", "--engine", "duckdb", "--master", "local[1]")
     assert done.returncode == 2
     assert done.stderr.strip() == ("topic-lineage query: error: --master is a Spark setting: use "
                                    "it with --engine spark")
@@ -224,7 +243,7 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("statement", list(REFUSED), ids=lambda s: s[:40])
-def test_duckdb_engine_refuses_writes_and_other_files(sample, tl_home, tmp_path, statement):
+def test_duckdb_engine_refuses_writes_and_other_files(sample, tmp_path, statement):
     """Anything but one query is refused by DuckDB's parser before it runs; a query that reaches
     for a file outside the version's tables (even the version's own manifest) is refused by the
     locked-down connection. Nothing is written, nothing published changes."""
@@ -271,8 +290,8 @@ def test_duckdb_engine_reads(sample, statement):
     ("SELECT * FROM no_such_table", "query failed: Catalog Error: Table with name no_such_table"),
     ("", "query refused: 0 statements"),
 ])
-def test_cli_bad_sql_is_one_line_naming_the_problem(sample, tl_home, sql, problem):
-    done = _cli(tl_home, sql)
+def test_cli_bad_sql_is_one_line_naming_the_problem(sample_home, sql, problem):
+    done = _cli(sample_home, sql)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith(f"topic-lineage query: error: {problem}"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

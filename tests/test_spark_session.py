@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+# how the driver's JVM starts (a deployment, not a rule): the whole suite
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = (

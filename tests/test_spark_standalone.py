@@ -194,6 +194,7 @@ def test_leaving_the_context_ends_every_process(finished_cluster):
     assert _processes_in(seen["work_dir"]) == []
 
 
+@pytest.mark.slow  # a standalone cluster (a deployment, not a rule): the whole suite
 def test_a_worker_that_cannot_start_names_its_log(tmp_path):
     expected = r"worker-1 exited .*worker-1\.log"
     with (pytest.raises(StandaloneClusterError, match=expected) as failed,

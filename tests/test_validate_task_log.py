@@ -20,6 +20,10 @@ from test_quality_gate import comeback_version, healthy_version
 
 from topic_lineage.quality.suites import DELETED_IDS_NEVER_COME_BACK
 
+# the validate task's log as Airflow keeps it (a deployment, not a rule: the verdicts are
+# tests/test_quality_gate.py's): the whole suite
+pytestmark = pytest.mark.slow
+
 BASE_URL = "http://airflow.example:8080"
 
 # The validate task's body, once Airflow and the task's module are loaded (as in a task process),

@@ -21,6 +21,10 @@ import pytest
 
 from topic_lineage.local import warm, warm_server
 
+# the local deployment's warm process (a deployment, not a rule: the commands it runs are the
+# CLI's own, tested as such in the fast tier): the whole suite
+pytestmark = pytest.mark.slow
+
 SCRIPT = Path(sys.executable).with_name("topic-lineage")
 
 
