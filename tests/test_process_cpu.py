@@ -42,6 +42,7 @@ def test_each_kind_is_recognised_from_the_command_line(cmdline, kind):
     assert process_cpu.kind_of(cmdline) == kind
 
 
+@pytest.mark.slow  # a benchmark's tool (not a rule): the whole suite
 def test_a_child_that_burns_cpu_is_counted_with_its_time(tmp_path):
     """A command whose child spins 1.5 s of CPU: the report has at least 1 CPU-second of Python
     processes and the machine's busy time covers it; the command's status is the report's."""
