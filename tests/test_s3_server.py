@@ -74,9 +74,10 @@ def test_a_first_start_that_fails_is_made_again_on_new_ports_and_keeps_nothing_o
     """The filer's gRPC port taken before weed binds it (the master and the volume server have
     started and written their state): ``weed`` exits, and the start is made again on new ports,
     keeping nothing of the failed attempt: in a new data directory when the server made its own,
-    in the given one emptied otherwise (a volume server that kept the failed master's topology
-    ID made the next master refuse to grow volumes, and no bucket took an object: a flake of
-    tests/test_object_store_faults.py, 2026-11-29); the server then takes objects with content."""
+    in the given one with the attempt's state removed otherwise (its log stays; a volume server
+    that kept the failed master's topology ID made the next master refuse to grow volumes, and
+    no bucket took an object: a flake of tests/test_object_store_faults.py, 2026-11-29); the
+    server then takes objects with content."""
     import socket
 
     from tests.servers.s3_server import _PORTS, S3Server
