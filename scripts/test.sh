@@ -25,7 +25,7 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   export TOPIC_LINEAGE_HYPOTHESIS=fast
   fast=(-m "not slow")
-  # --fast installs no .venv-iceberg/: its quick test (DuckDB) runs when it is there, else skips
+  # --fast installs no .venv-iceberg/ (its readers' tests are all `slow`)
   export TOPIC_LINEAGE_NO_ICEBERG_PEERS=${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-1}
   # nor does it build SeaweedFS: the S3 tests run when its binary is already built, else skip
   export TOPIC_LINEAGE_NO_SEAWEEDFS=${TOPIC_LINEAGE_NO_SEAWEEDFS:-1}

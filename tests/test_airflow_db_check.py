@@ -13,6 +13,9 @@ import pytest
 
 from topic_lineage.local import db_check
 
+# an Airflow command against the local deployment (a deployment, not a rule): the whole suite
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 AIRFLOW = Path(sys.executable).parent / "airflow"
 

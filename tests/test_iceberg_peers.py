@@ -318,6 +318,7 @@ def test_spark_iceberg_reads_pyiceberg_sql_catalog(spark_answers, sql_published)
     check_spark_answer(answer, history)
 
 
+@pytest.mark.slow  # another engine reads our tables (a deployment, not a rule): the whole suite
 def test_duckdb_iceberg_reads_the_metadata_file(side_venv, sql_published):
     """DuckDB's iceberg extension scans the current metadata file: main and an older snapshot."""
     _, history = sql_published

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# what the install put together (a deployment, not a rule): the whole suite
+pytestmark = pytest.mark.slow
+
 
 def test_pyspark_python_version_matches_both_distributions():
     import pyspark

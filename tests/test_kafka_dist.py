@@ -12,6 +12,9 @@ import pytest
 
 from topic_lineage.local import kafka_dist
 
+# fetching Kafka's jars for the local broker (an install, not a rule): the whole suite
+pytestmark = pytest.mark.slow
+
 
 def test_the_install_fetched_the_default_version_with_its_tools_and_a_logging_backend():
     libs = kafka_dist.libs_dir(kafka_dist.DEFAULT_VERSION)
