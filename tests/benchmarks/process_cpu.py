@@ -3,14 +3,13 @@
 
     .venv/bin/python -m tests.benchmarks.process_cpu [--json-out F] -- bash scripts/test.sh
 
-Runs the command and, every half second while it runs, reads every process of the machine from
-``/proc`` (its command line when first seen, its user and system CPU time when last seen). At the
-end it prints each kind's CPU-seconds, the number of processes and the share of all, and the
-machine's busy CPU-seconds (``/proc/stat``) over the same time. A process that ran before the
-command counts with what it used meanwhile. A process that lives less than
-half a second is missed; a process is counted under the command line it had when first seen (a
-``bash`` that ``exec``s ``java``, as ``spark-submit`` does, counts as what it ran: the kinds
-look at the whole command line). Linux only. Exits with the command's status.
+Runs the command and, every half second while it runs, reads every process of the machine
+through psutil (its command line when first seen, its user and system CPU time when last seen).
+At the end it prints each kind's CPU-seconds, the number of processes and the share of all, and
+the machine's busy CPU-seconds over the same time. A process that ran before the command counts
+with what it used meanwhile. A process that lives less than half a second is missed; a process
+is counted under the command line it had when first seen (a ``bash`` that ``exec``s ``java``, as
+``spark-submit`` does, counts as what it ran: the kinds look at the whole command line). Linux only. Exits with the command's status.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Self
-
-TICKS = os.sysconf("SC_CLK_TCK")
 
 # (kind, test on the command line), the first that matches wins
 KINDS = (
@@ -65,37 +62,36 @@ def kind_of(cmdline: str) -> str:
     return next((kind for kind, test in KINDS if test(cmdline)), "other")
 
 
-def busy_ticks() -> int:
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return user + nice + system + irq + softirq + steal
+def busy_seconds() -> float:
+    """The machine's busy CPU time so far (all but idle and I/O wait), in CPU-seconds."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0) - getattr(times, "guest", 0.0) \
+        - getattr(times, "guest_nice", 0.0)
 
 
 class Sampler:
-    """Every process seen, by (pid, start time): [command line, CPU ticks when last seen]."""
+    """Every process seen, by (pid, start time): [command line, CPU-seconds when last seen]."""
 
     def __init__(self, interval_s: float = 0.5):
         self.interval_s = interval_s
-        self.seen: dict[tuple[int, int], list] = {}
-        self.before: dict[tuple[int, int], int] = {}  # the CPU ticks of what ran before the start
+        self.seen: dict[tuple[int, float], list] = {}
+        self.before: dict[tuple[int, float], float] = {}  # what ran before the start had used
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="process-cpu", daemon=True)
 
     def _read(self) -> None:
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
+        import psutil
+
+        for p in psutil.process_iter(["cmdline", "cpu_times", "create_time"]):
+            times, started = p.info["cpu_times"], p.info["create_time"]
+            if times is None or started is None:  # ended meanwhile, or not ours to read
                 continue
-            try:
-                stat = Path(f"/proc/{name}/stat").read_text()
-                fields = stat[stat.rindex(")") + 2:].split()
-                ticks, started = int(fields[11]) + int(fields[12]), int(fields[19])
-                entry = self.seen.get((int(name), started))
-                if entry is None or not entry[0]:
-                    cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
-                    entry = self.seen[(int(name), started)] = [cmdline.decode(errors="replace").strip(), 0]
-                entry[1] = ticks
-            except (OSError, ValueError, IndexError):  # the process ended meanwhile
-                continue
+            entry = self.seen.get((p.pid, started))
+            if entry is None or not entry[0]:
+                entry = self.seen[(p.pid, started)] = [" ".join(p.info["cmdline"] or ()), 0.0]
+            entry[1] = times.user + times.system
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -115,12 +111,12 @@ class Sampler:
 
     def by_kind(self) -> dict[str, dict]:
         seconds, processes = Counter(), Counter()
-        for key, (cmdline, ticks) in self.seen.items():
-            ticks -= self.before.get(key, 0)
-            if key in self.before and not ticks:
+        for key, (cmdline, cpu) in self.seen.items():
+            cpu -= self.before.get(key, 0.0)
+            if key in self.before and not cpu:
                 continue  # ran before and idled throughout
             kind = kind_of(cmdline)
-            seconds[kind] += ticks / TICKS
+            seconds[kind] += cpu
             processes[kind] += 1
         return {kind: {"cpu_s": round(cpu, 1), "processes": processes[kind]}
                 for kind, cpu in seconds.most_common()}
@@ -134,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to measure after --")
-    began, busy = time.monotonic(), busy_ticks()
+    began, busy = time.monotonic(), busy_seconds()
     with Sampler() as sampler:
         status = subprocess.call(command)
-    wall, busy = time.monotonic() - began, (busy_ticks() - busy) / TICKS
+    wall, busy = time.monotonic() - began, busy_seconds() - busy
     kinds = sampler.by_kind()
     total = sum(k["cpu_s"] for k in kinds.values()) or 1.0
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
