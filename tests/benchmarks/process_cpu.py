@@ -9,7 +9,8 @@ At the end it prints each kind's CPU-seconds, the number of processes and the sh
 the machine's busy CPU-seconds over the same time. A process that ran before the command counts
 with what it used meanwhile. A process that lives less than half a second is missed; a process
 is counted under the command line it had when first seen (a ``bash`` that ``exec``s ``java``, as
-``spark-submit`` does, counts as what it ran: the kinds look at the whole command line). Linux only. Exits with the command's status.
+``spark-submit`` does, counts as what it ran: the kinds look at the whole command line).
+Exits with the command's status.
 """
 
 from __future__ import annotations
