@@ -57,12 +57,27 @@ class Built:
     topic_snapshots: object
 
 
+_SCRATCH: list[str] = []  # this process's directory of scratch homes (removed at its exit)
+
+
+def _scratch_home() -> str:
+    """A new empty home for :func:`derive`, inside one directory per process that is removed
+    when the process ends: the frames :func:`derive` returns read its files lazily, so a home
+    cannot go with the call, and a property test derives hundreds of them."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix="scd-derive-"))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return tempfile.mkdtemp(dir=_SCRATCH[0])
+
+
 def derive(spark, snapshots, policy=None) -> Built:
     """The tables derived from scratch from snapshots by the production derivation: stored in a
     scratch store of their own and built (``--full-refresh``: the walk, one Spark task per
     cluster), exactly what a user's build does."""
-    import tempfile
-
     import pytest
 
     from topic_lineage import store
@@ -71,7 +86,7 @@ def derive(spark, snapshots, policy=None) -> Built:
     from topic_lineage.scd.hold import HoldPolicy
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(t.HOME_ENV, tempfile.mkdtemp(prefix="scd-derive-"))
+        mp.setenv(t.HOME_ENV, _scratch_home())
         store.save_all(list({(s.cluster_id, s.captured_at): s for s in snapshots}.values()),
                        "import:jsonl")
         version = build_version(spark, full_refresh=True, policy=policy or HoldPolicy()).version
