@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from topic_lineage.scd.build import build_version, hold_policy
     from topic_lineage.spark import get_spark
+    from topic_lineage.spark import stop as stop_spark
 
     # $TOPIC_LINEAGE_DRIVER_MEMORY takes effect when this process starts the JVM (python
     # build.py); spark-submit sets its own.
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build: error: {exc}", file=sys.stderr)
         return exc.exit_code
     finally:
-        spark.stop()
+        stop_spark(spark)
     return 0
 
 

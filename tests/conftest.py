@@ -67,9 +67,11 @@ def _fresh_spark_context_per_module():
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    from topic_lineage.spark import stop
+
     session = SparkSession._instantiatedSession
     if session is not None:
-        session.stop()
+        stop(session)  # without waiting up to a second for the accumulator server
     elif SparkContext._active_spark_context is not None:
         SparkContext._active_spark_context.stop()
 

@@ -305,6 +305,7 @@ def _query_spark(args: argparse.Namespace) -> str:
     from topic_lineage.faults import fault_point
     from topic_lineage.local import spark_server
     from topic_lineage.spark import get_spark
+    from topic_lineage.spark import stop as stop_spark
 
     # The deployment's long-lived Spark Connect server when it runs (topic_lineage/local/spark_server.py).
     remote = None if (args.master or args.version) else spark_server.remote_url()
@@ -334,7 +335,7 @@ def _query_spark(args: argparse.Namespace) -> str:
                     raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
                 raise
     finally:
-        spark.stop()
+        stop_spark(spark)
 
 
 def cmd_jvm_archive(args: argparse.Namespace) -> int:

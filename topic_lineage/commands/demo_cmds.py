@@ -47,7 +47,9 @@ class DemoRun:
 
     def stop_spark(self) -> None:
         if self._spark is not None:
-            self._spark.stop()
+            from topic_lineage.spark import stop as stop_spark
+
+            stop_spark(self._spark)
             self._spark = None
 
 

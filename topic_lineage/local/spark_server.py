@@ -47,6 +47,7 @@ from topic_lineage.spark import (
     object_store_conf,
     session_locations,
 )
+from topic_lineage.spark import stop as stop_spark
 
 REMOTE_ENV = "TOPIC_LINEAGE_SPARK_REMOTE"  # e.g. sc://127.0.0.1:15002: use this server
 PORT_ENV = "TOPIC_LINEAGE_CONNECT_PORT"
@@ -410,4 +411,4 @@ class StartingSession:
 
     def stop(self) -> None:
         if self._started.exception() is None:
-            self().stop()
+            stop_spark(self())
