@@ -127,6 +127,70 @@ def validation_definition_name(table: str, engine: str = SPARK) -> str:
     return f"{table}_validation{_engine_suffix(engine)}"
 
 
+TEMPLATE_CACHE_ENV = "TOPIC_LINEAGE_TEMPLATE_CACHE"
+"""Where Data Docs' compiled page templates are kept between processes: a directory, or ``off``
+(default: ``var/topic-lineage/templates`` in the Python installation, the virtualenv)."""
+
+
+def template_cache_dir() -> Path | None:
+    """The directory of :data:`TEMPLATE_CACHE_ENV`; ``None`` when it is ``off``."""
+    import sys
+
+    setting = os.environ.get(TEMPLATE_CACHE_ENV, "").strip()
+    if setting.lower() == "off":
+        return None
+    return Path(setting).expanduser() if setting else Path(sys.prefix) / "var" / "topic-lineage" / "templates"
+
+
+def use_template_cache() -> None:
+    """Give the Jinja environments Great Expectations renders Data Docs with (one per view: every
+    build of the docs compiled its ~100 templates again, 0.6 s of a gate's 1.2 s of docs on 2
+    cores) a bytecode cache in :func:`template_cache_dir`: a process loads what an earlier one
+    compiled. Jinja keys each entry by the template's name and checks its source and the
+    Python version, so an upgrade of either compiles afresh. A directory that cannot be written
+    only goes unused for writing: the cache saves time, and its absence changes no page."""
+    from great_expectations.render.view import view
+
+    if getattr(view.DefaultJinjaView, "_topic_lineage_cached", False):
+        return
+    set_up = view.DefaultJinjaView.__init__
+
+    def init(self, *args, **kwargs) -> None:
+        set_up(self, *args, **kwargs)
+        self.env.bytecode_cache = _template_cache(template_cache_dir())
+
+    view.DefaultJinjaView.__init__ = init
+    view.DefaultJinjaView._topic_lineage_cached = True
+
+
+_TEMPLATE_CACHES: dict = {}
+
+
+def _template_cache(where: Path | None):
+    """The bytecode cache in ``where`` (one per directory), or ``None``."""
+    if where is None:
+        return None
+    if where not in _TEMPLATE_CACHES:
+        import jinja2
+
+        class TemplateCache(jinja2.FileSystemBytecodeCache):
+            def load_bytecode(self, bucket) -> None:
+                try:
+                    super().load_bytecode(bucket)
+                except Exception:  # noqa: BLE001 -- unreadable or damaged: compiled instead
+                    bucket.reset()
+
+            def dump_bytecode(self, bucket) -> None:
+                try:
+                    Path(self.directory).mkdir(parents=True, exist_ok=True)
+                    super().dump_bytecode(bucket)
+                except OSError:
+                    pass  # not writable here: compiled again next time
+
+        _TEMPLATE_CACHES[where] = TemplateCache(str(where))
+    return _TEMPLATE_CACHES[where]
+
+
 def get_context():
     """The file data context, with the custom expectations registered first.
 
@@ -138,6 +202,8 @@ def get_context():
 
     import_gx()  # GX, and our expectations (registers the classes)
     import great_expectations as gx
+
+    use_template_cache()
 
     quality = t.quality_dir()
     quality.mkdir(parents=True, exist_ok=True)
