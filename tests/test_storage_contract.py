@@ -237,6 +237,36 @@ def test_transient_faults_are_retried_and_a_wrong_secret_is_one_clear_line(s3_bu
     assert "home/g" not in s3_bucket.keys("home/")
 
 
+@pytest.mark.s3
+def test_a_small_file_is_one_request_and_a_large_one_arrives_whole(s3_bucket, s3_proxy, tmp_path, monkeypatch):
+    """A file smaller than an upload part is one PutObject (a multipart upload was three
+    requests for each: create, the part, complete); a larger one is a multipart upload, whole
+    once complete. (A write the server refuses is still one clear line:
+    test_transient_faults_are_retried_and_a_wrong_secret_is_one_clear_line, whose error now
+    comes as the object is closed.)"""
+    import os
+
+    for key, value in s3_bucket.env(s3_proxy.endpoint).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv(location.HOME_ENV, s3_bucket.url("home"))
+    monkeypatch.setenv(location.WORK_DIR_ENV, str(tmp_path / "w"))
+    home = storage.home()
+    s3_proxy.reset_counts()
+    home.write_bytes("small", b"s" * 100_000)
+    writes = [(r.method, sorted(r.query)) for r, _, _ in s3_proxy.requests() if r.method in ("PUT", "POST")]
+    assert writes == [("PUT", [])], writes
+
+    large = os.urandom(12 << 20)
+    s3_proxy.reset_counts()
+    home.write_bytes("large", large)
+    writes = [(r.method, sorted(r.query)) for r, _, _ in s3_proxy.requests() if r.method in ("PUT", "POST")]
+    assert writes[0] == ("POST", ["uploads"]) and writes[-1] == ("POST", ["uploadId"]), writes
+    assert len([w for w in writes if w[0] == "PUT"]) >= 2, writes  # in parts
+    monkeypatch.setenv(location.WORK_DIR_ENV, str(tmp_path / "reader"))
+    reader = storage.home()
+    assert reader.read_bytes("large") == large and reader.read_bytes("small") == b"s" * 100_000
+
+
 def test_a_bootstrap_server_recorded_by_one_worker_names_the_datasets_on_another(home, tmp_path,
                                                                                  monkeypatch):
     """``lineage.namespaces``: a capture on one worker records how it reached the cluster; a

@@ -248,6 +248,10 @@ def _filesystem_with(scheme: str, account: str, settings: tuple, timeout_s: floa
         options: dict = {
             "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS),
             "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": timeout_s,
+            # a file smaller than an upload part goes as one PutObject when it is closed, not
+            # a multipart upload (create, part, complete: three requests); either is whole or
+            # nothing, and a refused write is reported as the stream is closed instead of opened
+            "allow_delayed_open": True,
         }
         if endpoint:
             scheme_of, _, address = endpoint.rpartition("://")
