@@ -153,13 +153,15 @@ def use_template_cache() -> None:
 
     if getattr(view.DefaultJinjaView, "_topic_lineage_cached", False):
         return
-    set_up = view.DefaultJinjaView.__init__
+    # Not by wrapping __init__: GX passes a view the arguments its __init__ names
+    # (custom_styles_directory, from its site's runtime environment), read off its signature.
+    get_template = view.DefaultJinjaView._get_template
 
-    def init(self, *args, **kwargs) -> None:
-        set_up(self, *args, **kwargs)
+    def cached_get_template(self, template_str: str):
         self.env.bytecode_cache = _template_cache(template_cache_dir())
+        return get_template(self, template_str)
 
-    view.DefaultJinjaView.__init__ = init
+    view.DefaultJinjaView._get_template = cached_get_template
     view.DefaultJinjaView._topic_lineage_cached = True
 
 
