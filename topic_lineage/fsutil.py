@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,3 +127,14 @@ def size_setting(env: str, default_mib: float, zero_means: str) -> int:
             f"invalid ${env} {text!r}: give a size in MiB (e.g. {default_mib:g}), 0 to {zero_means}"
         )
     return int(megabytes * 1024 * 1024)
+
+
+def installation_dir(env: str, *, default_name: str = "") -> Path:
+    """The directory ``$env`` names, else ``var/topic-lineage`` (and ``default_name`` in it) in the
+    Python installation, the virtualenv: where this installation keeps what the install fetched
+    or made for it (Kafka's and S3A's jars, the JVM archive) and Data Docs' compiled templates."""
+    setting = os.environ.get(env, "").strip()
+    if setting:
+        return Path(setting).expanduser().resolve()
+    base = Path(sys.prefix) / "var" / "topic-lineage"
+    return base / default_name if default_name else base

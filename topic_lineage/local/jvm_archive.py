@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import installation_dir
 
 ARCHIVE_ENV = "TOPIC_LINEAGE_JVM_ARCHIVE"
 MODULE = "topic_lineage.local.jvm_archive"  # run as a script too (install.sh): not __name__
@@ -46,10 +47,9 @@ class JvmArchiveError(TopicLineageError, RuntimeError):
 
 def archive_dir() -> Path | None:
     """Where this installation's archives live; ``None`` when ``$TOPIC_LINEAGE_JVM_ARCHIVE`` is off."""
-    setting = os.environ.get(ARCHIVE_ENV, "").strip()
-    if setting.lower() == OFF:
+    if os.environ.get(ARCHIVE_ENV, "").strip().lower() == OFF:
         return None
-    return Path(setting).expanduser().resolve() if setting else Path(sys.prefix) / "var" / "topic-lineage"
+    return installation_dir(ARCHIVE_ENV)
 
 
 def spark_home() -> Path | None:

@@ -34,6 +34,7 @@ import tempfile
 from pathlib import Path
 
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import installation_dir
 
 DEFAULT_VERSION = "4.4.0"  # the newest Kafka Maven Central served on 2026-11-27
 COMPAT_VERSION = "3.9.2"  # the newest 3.9.x, the last line with ZooKeeper and KRaft side by side
@@ -85,8 +86,7 @@ def major(version: str) -> int:
 
 
 def base_dir() -> Path:
-    setting = os.environ.get(DIR_ENV, "").strip()
-    return Path(setting).expanduser().resolve() if setting else Path(sys.prefix) / "var" / "topic-lineage"
+    return installation_dir(DIR_ENV)
 
 
 def libs_dir(version: str) -> Path:

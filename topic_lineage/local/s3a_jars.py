@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.fsutil import installation_dir
 
 DIR_ENV = "TOPIC_LINEAGE_S3A_JARS_DIR"
 MODULE = "topic_lineage.local.s3a_jars"
@@ -43,9 +43,7 @@ def _digest() -> str:
 
 def jars_dir() -> Path:
     """Where this installation keeps the set for the current POM (fetched or not)."""
-    setting = os.environ.get(DIR_ENV, "").strip()
-    base = Path(setting).expanduser().resolve() if setting else Path(sys.prefix) / "var" / "topic-lineage"
-    return base / f"spark-s3a-{_digest()}"
+    return installation_dir(DIR_ENV) / f"spark-s3a-{_digest()}"
 
 
 def is_fetched() -> bool:

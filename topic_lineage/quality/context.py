@@ -134,12 +134,11 @@ TEMPLATE_CACHE_ENV = "TOPIC_LINEAGE_TEMPLATE_CACHE"
 
 def template_cache_dir() -> Path | None:
     """The directory of :data:`TEMPLATE_CACHE_ENV`; ``None`` when it is ``off``."""
-    import sys
+    from topic_lineage.fsutil import installation_dir
 
-    setting = os.environ.get(TEMPLATE_CACHE_ENV, "").strip()
-    if setting.lower() == "off":
+    if os.environ.get(TEMPLATE_CACHE_ENV, "").strip().lower() == "off":
         return None
-    return Path(setting).expanduser() if setting else Path(sys.prefix) / "var" / "topic-lineage" / "templates"
+    return installation_dir(TEMPLATE_CACHE_ENV, default_name="templates")
 
 
 def use_template_cache() -> None:
