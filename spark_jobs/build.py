@@ -11,13 +11,13 @@ like ``topic-lineage build``. The package never imports this file.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 if __package__ in (None, ""):  # run by spark-submit as a file: the package lives beside it
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from topic_lineage.cli import configure_logging
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.noop import HOLD_MIN_ENV, HOLD_RATIO_ENV
 from topic_lineage.scd.hold import DEFAULT_MIN_COUNT, DEFAULT_RATIO
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--publish", action="store_true",
                         help="validate with the quality gate, then publish (never without the gate)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(1)  # topic-lineage's progress in the task's log, not every library's
     from topic_lineage.scd.build import build_version, hold_policy
     from topic_lineage.spark import get_spark
     from topic_lineage.spark import stop as stop_spark

@@ -120,9 +120,15 @@ def test_validating_a_small_version_starts_no_spark(spark, tl_home, monkeypatch)
         return subprocess.run(command, env={**env, **extra}, capture_output=True, text=True,
                               timeout=300, check=False)
 
-    done = run(str(script), "validate", "--version", version)
+    done = run(str(script), "-v", "validate", "--version", version)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "PASSED" in done.stdout and wh.read_manifest(version)["gate"]["passed"]
+    # -v logs topic-lineage's progress only; -vv every library's too (GX: hundreds of lines)
+    logged = [line for line in done.stderr.splitlines() if " INFO " in line]
+    assert any("INFO topic_lineage.quality.gate: validated version" in line for line in logged), done.stderr
+    assert all(" INFO topic_lineage." in line for line in logged), done.stderr[-3000:]
+    everything = run(str(script), "-vv", "validate", "--version", version)
+    assert everything.returncode == 0 and " INFO great_expectations." in everything.stderr, everything.stderr[-3000:]
     task = run(sys.executable, "-c",
                f"from topic_lineage import airflow as at; print(at.validate_version({version!r}))")
     assert task.returncode == 0, task.stderr[-3000:]

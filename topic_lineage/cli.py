@@ -32,20 +32,28 @@ def build_parser() -> argparse.ArgumentParser:
         prog="topic-lineage",
         description="Kafka topic incarnations (KIP-516 topic IDs) as a slowly changing dimension.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log topic-lineage's progress to stderr; -vv: every library's log too")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
+def configure_logging(verbosity: int) -> None:
+    """Warnings only; with ``verbosity`` 1 (``-v``) topic-lineage's own progress too (the
+    ``topic_lineage`` loggers at INFO); with 2 (``-vv``) every library's INFO as well: Great
+    Expectations, py4j and pyiceberg log hundreds of lines a build, which buried ours."""
+    logging.basicConfig(level=logging.INFO if verbosity > 1 else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if verbosity == 1:
+        logging.getLogger("topic_lineage").setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
     except TopicLineageError as exc:
