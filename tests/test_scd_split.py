@@ -73,8 +73,10 @@ def test_a_big_cluster_is_walked_in_ranges_with_the_rows_of_one_walk(tl_home, sp
     split = _build(home, "--full-refresh", range_bytes=20_000)
     ranges = next(iter(_manifest(home, split)["walk_tasks"].values()))["ranges"]
     assert len(ranges) >= 3 and sum(r["snapshots"] for r in ranges) == 24, ranges
+    _staged_beside_the_walk_pass(home, split)
     whole = _build_in_process(spark, monkeypatch, full_refresh=True, range_bytes=10**12)
     assert "ranges" not in next(iter(_manifest(home, whole)["walk_tasks"].values()))
+    assert _manifest(home, whole)["iceberg_read_beside_walks"] == []  # no walk pass: staged after
     for table in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, t.TOPIC_SNAPSHOTS):
         assert _rows(home, split, table) == _rows(home, whole, table), table
 
@@ -82,9 +84,20 @@ def test_a_big_cluster_is_walked_in_ranges_with_the_rows_of_one_walk(tl_home, sp
     continued = _build_in_process(spark, monkeypatch, full_refresh=False, range_bytes=20_000)
     summary = next(iter(_manifest(home, continued)["walk_tasks"].values()))
     assert summary["continued"] and summary["snapshots"] == 16 and len(summary["ranges"]) >= 2, summary
+    _staged_beside_the_walk_pass(home, continued)  # the files kept of the base's version too
     again = _build_in_process(spark, monkeypatch, full_refresh=True, range_bytes=10**12)
     for table in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS, t.TOPIC_SNAPSHOTS):
         assert _rows(home, continued, table) == _rows(home, again, table), table
+
+
+def _staged_beside_the_walk_pass(home: Path, version: str) -> None:
+    """``topic_snapshots``' files were read for the catalog while the walk pass ran, and the
+    version's Iceberg snapshot of it holds exactly the table's files."""
+    manifest = _manifest(home, version)
+    assert manifest["iceberg_read_beside_walks"] == [t.TOPIC_SNAPSHOTS], manifest["iceberg_read_beside_walks"]
+    written = home / "warehouse" / "versions" / version / t.TOPIC_SNAPSHOTS
+    assert sorted(Path(f).name for f in manifest["iceberg_files"][t.TOPIC_SNAPSHOTS]) \
+        == sorted(p.name for p in written.glob("*.parquet")), manifest["iceberg_files"][t.TOPIC_SNAPSHOTS]
 
 
 def test_a_refused_build_says_one_line(tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -202,7 +203,7 @@ STEPS_DIR = "_walk_steps"
 
 
 # --- the driver's side -----------------------------------------------------------------------------
-def run(spark, tasks: list[ClusterTask]) -> list[dict]:
+def run(spark, tasks: list[ClusterTask], *, beside_walks=None) -> list[dict]:
     """Derive every cluster; one summary per cluster (``SUMMARY_DDL``; a split cluster's has its
     ranges' under ``ranges``). A stored snapshot file a task could not read is raised here as the
     store's error naming it.
@@ -210,7 +211,9 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
     One job: a task per cluster walked whole, and per range of a split cluster (it diffs its
     snapshots: :class:`~topic_lineage.scd.walk.Differ`). Then, for the split clusters, a second
     job: a task per cluster walks its ranges' steps in time order, which costs Python work only
-    for what changed between snapshots."""
+    for what changed between snapshots. Every ``topic_snapshots`` file is written by the first
+    job; ``beside_walks()`` (what the driver can do with them meanwhile) runs in a thread of the
+    driver while the second one runs, and is waited for before this returns or raises."""
     if not tasks:
         return []
     parts = {task.cluster_id: split_task(task) for task in tasks}
@@ -232,7 +235,14 @@ def run(spark, tasks: list[ClusterTask]) -> list[dict]:
         if summary["part"] is not None:
             ranges.setdefault(summary["cluster_id"], []).append(summary)
     started = time.monotonic()
-    walked = _run_job(spark, walks)
+    beside = threading.Thread(target=beside_walks, name="beside-walks", daemon=True) if beside_walks else None
+    if beside is not None:
+        beside.start()
+    try:
+        walked = _run_job(spark, walks)
+    finally:
+        if beside is not None:
+            beside.join()
     second_job = round(time.monotonic() - started, 3)
     for summary in walked:
         summary["jobs_seconds"] = [first_job, second_job]  # the diffs (and whole clusters), the walks

@@ -289,29 +289,52 @@ def _snapshot_version(snapshot) -> str | None:
 
 # --- write, audit, publish -------------------------------------------------------------------
 def stage(version: str, table_dirs: dict[str, Path],
-          stored: Callable[[Path], Path] | None = None) -> dict[str, dict]:
+          stored: Callable[[Path], Path] | None = None,
+          prepared: dict[str, StagedFiles] | None = None) -> dict[str, dict]:
     """Add each table's Parquet files (``table_dirs[table]/*.parquet``) as the data files of one
     new snapshot on branch ``audit-<version>``; ``main`` does not move. ``stored`` gives the
     file that holds one of them (a file the version keeps of an earlier one by reference is
-    that one's: ``warehouse.stored_path``). Returns what the version's manifest records:
-    :data:`SNAPSHOTS_KEY` (table -> the snapshot's ID) and :data:`FILES_KEY` (table -> its data
-    files). A snapshot holds the whole table (it has no parent), so a version is exactly its
-    files, whatever came before."""
-    from pyiceberg.table import _parquet_files_to_data_files
-
-    branch = audit_branch(version)
+    that one's: ``warehouse.stored_path``). ``prepared``: tables whose files :func:`files_of`
+    has read already (a build reads ``topic_snapshots``' while its walk pass runs). Returns what
+    the version's manifest records: :data:`SNAPSHOTS_KEY` (table -> the snapshot's ID) and
+    :data:`FILES_KEY` (table -> its data files). A snapshot holds the whole table (it has no
+    parent), so a version is exactly its files, whatever came before."""
     snapshots, paths = {}, {}
     for table in t.TABLES:
-        tbl = load_table(table, create=True)
-        files = [storage.home().url_of(stored(p) if stored else p)
-                 for p in sorted(table_dirs[table].glob("*.parquet")) if not p.name.startswith((".", "_"))]
-        with _calling(f"staging version {version} of {NAMESPACE}.{table} on branch {branch}"):
-            data_files = list(_parquet_files_to_data_files(tbl.metadata, files, tbl.io))
-            snapshots[table] = _retried(table, tbl, partial(_stage_on_branch, version=version,
-                                                            data_files=data_files))
-        paths[table] = [_local(f) for f in files]
-        remember_files(str(tbl.metadata.table_uuid), snapshots[table], paths[table])
+        found = (prepared or {}).get(table) or files_of(version, table, table_dirs[table], stored)
+        with _calling(_staging(version, table)):
+            snapshots[table] = _retried(table, found.table, partial(_stage_on_branch, version=version,
+                                                                    data_files=found.data_files))
+        paths[table] = [_local(f) for f in found.urls]
+        remember_files(str(found.table.metadata.table_uuid), snapshots[table], paths[table])
     return {SNAPSHOTS_KEY: snapshots, FILES_KEY: paths}
+
+
+@dataclass(frozen=True)
+class StagedFiles:
+    """A table's files as :func:`stage` commits them: their URLs and Iceberg data files."""
+
+    table: object  # the pyiceberg Table they were read for
+    urls: list[str]
+    data_files: list
+
+
+def files_of(version: str, table: str, directory: Path,
+             stored: Callable[[Path], Path] | None = None) -> StagedFiles:
+    """The Parquet files of ``table`` in ``directory`` as Iceberg data files: each file's footer
+    read for its column statistics (about 15 ms a file: 0.6 s for the 40 ``topic_snapshots``
+    files of 10 M observations). The table is made when the catalog lacks it."""
+    from pyiceberg.table import _parquet_files_to_data_files
+
+    tbl = load_table(table, create=True)
+    urls = [storage.home().url_of(stored(p) if stored else p)
+            for p in sorted(directory.glob("*.parquet")) if not p.name.startswith((".", "_"))]
+    with _calling(_staging(version, table)):
+        return StagedFiles(tbl, urls, list(_parquet_files_to_data_files(tbl.metadata, urls, tbl.io)))
+
+
+def _staging(version: str, table: str) -> str:
+    return f"staging version {version} of {NAMESPACE}.{table} on branch {audit_branch(version)}"
 
 
 def _stage_on_branch(tbl, *, version: str, data_files: list) -> int:

@@ -79,15 +79,19 @@ def write_manifest(version: str, manifest: dict) -> None:
                                json.dumps(manifest, indent=2, sort_keys=True, default=str))
 
 
-def fetch_version(version: str) -> Path:
-    """The version's directory in the working copy, with every file of it (fetched from the
-    object store when missing: a version's files never change; a file it references is fetched
-    where its object is and linked in); its directory with a local home."""
+def fetch_version(version: str, table: str | None = None) -> Path:
+    """The version's directory in the working copy, with every file of it, or of its ``table``
+    only (fetched from the object store when missing: a version's files never change; a file it
+    references is fetched where its object is and linked in); its directory with a local home."""
     home, folder = storage.home(), version_dir(version)
-    listed = home.listing(folder)
+    listed = home.listing(folder / table if table else folder)
+    if table:
+        listed = {f"{table}/{name}": found for name, found in listed.items()}
     home.fetch_all(folder / r for r in listed if r != MANIFEST)
-    if MANIFEST in listed:
-        _link_references(version, read_manifest(version).get(REFERENCES) or {})
+    if MANIFEST in listed or table:
+        references = read_manifest(version).get(REFERENCES) or {}
+        _link_references(version, {name: stored for name, stored in references.items()
+                                   if not table or name.startswith(f"{table}/")})
     return folder
 
 
