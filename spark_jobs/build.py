@@ -34,16 +34,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="validate with the quality gate, then publish (never without the gate)")
     args = parser.parse_args(argv)
     configure_logging(1)  # topic-lineage's progress in the task's log, not every library's
+    from topic_lineage.pipeline import import_in_background
     from topic_lineage.scd.build import build_version, hold_policy
     from topic_lineage.spark import get_spark
     from topic_lineage.spark import stop as stop_spark
 
     # $TOPIC_LINEAGE_DRIVER_MEMORY takes effect when this process starts the JVM (python
     # build.py); spark-submit sets its own.
-    if args.publish:
-        from topic_lineage.pipeline import import_gate_in_background
-
-        import_gate_in_background()  # while the JVM starts and the build runs
+    import_in_background(gate=args.publish)  # while the JVM starts and the build runs
     spark = get_spark("topic-lineage-build")
     try:
         info = build_version(

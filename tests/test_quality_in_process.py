@@ -212,3 +212,33 @@ def test_the_gate_judges_the_same_without_the_modules_gx_loads_for_nothing(spark
     assert seen["evaluated"] == plain["evaluated"] > 20
     assert seen["report"] == plain["report"]
     assert seen["outcomes"] == plain["outcomes"]
+
+
+BACKGROUND_IMPORT = """
+import json, sys, threading
+from topic_lineage import pipeline
+pipeline.import_in_background(gate=sys.argv[1] == "gate")
+for thread in threading.enumerate():
+    if thread.name == "import-in-background":
+        thread.join()
+names = ("pyiceberg.table", "pyiceberg.io.pyarrow", "great_expectations", "sqlalchemy")
+print(json.dumps({**{name: name in sys.modules for name in names}, "switch": sys.getswitchinterval()}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["gate", "no-gate"])
+def test_a_build_imports_what_it_needs_later_in_the_background(kind):
+    """What a build starts importing while its JVM starts: pyiceberg's table and file IO always
+    (staging), Great Expectations only for a build that validates (4-6 s of imports a build with
+    --no-validate or Airflow's build task never needs), never sqlalchemy (pyiceberg's SQL catalog
+    would import it, and GX then its SQL data sources); the interpreter's switch interval is
+    restored when it is done."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", BACKGROUND_IMPORT, kind], capture_output=True, text=True,
+                          timeout=120, check=True)
+    loaded = json.loads(done.stdout)
+    assert loaded == {"pyiceberg.table": True, "pyiceberg.io.pyarrow": True, "great_expectations": kind == "gate",
+                      "sqlalchemy": False, "switch": sys.getswitchinterval()}, loaded

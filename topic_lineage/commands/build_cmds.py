@@ -122,10 +122,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     spark = StartingSession("topic-lineage-build", master=args.master,
                             quick_jit=quick_jit_for_store())
     try:
-        from topic_lineage.pipeline import import_gate_in_background, run_build
+        from topic_lineage.pipeline import import_in_background, run_build
 
-        if not args.no_validate:
-            import_gate_in_background()  # while the JVM starts and the build runs
+        import_in_background(gate=not args.no_validate)  # while the JVM starts and the build runs
         result = run_build(
             spark, version_id=args.version_id, full_refresh=args.full_refresh,
             publish=not args.no_publish, validate=not args.no_validate, gate_options=options,

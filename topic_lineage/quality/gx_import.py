@@ -4,7 +4,7 @@ GX imports, at its own import, modules for features the gate never uses: SQL dat
 Spark ML, the distribution expectations' statistics and charts. On 2 cores they were more than
 half of its import. Every process of ours imports GX with :func:`import_gx`: through
 :func:`topic_lineage.quality.context.get_context` (the gate, the CLI's ``validate``, Airflow's
-tasks), a build's background import (:func:`topic_lineage.pipeline.import_gate_in_background`)
+tasks), a build's background import (:func:`topic_lineage.pipeline.import_in_background`)
 and the warm process (:mod:`topic_lineage.local.warm_server`).
 """
 
