@@ -136,6 +136,11 @@ class _Kept:
         """Where the base's file ``path`` is stored (in the working copy's terms)."""
         return wh.stored_path(self.base, path, self.base_references)
 
+    def stored_in_version(self, path: Path) -> Path:
+        """Where the new version's file ``path`` is stored: the base's, when the version keeps it
+        by reference (how its Iceberg snapshot names it)."""
+        return wh.stored_path(self.version, path, self.references)
+
 
 def _usable_base(base: str | None, policy: HoldPolicy) -> tuple[dict | None, str]:
     """The base's manifest when an incremental build can start from it, else None and why."""
@@ -274,8 +279,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
     staging = time.monotonic()
     wh.push_version(version)  # with the home on object storage: the files the snapshots name
     staged = iceberg.stage(version, {table: out / table for table in t.TABLES},
-                           lambda path: wh.stored_path(version, path, kept.references),
-                           prepared=(prepared := early.result()))
+                           kept.stored_in_version, prepared=(prepared := early.result()))
     stage_seconds = round(time.monotonic() - staging, 3)
     mode = "full" if manifest is None else "incremental"
     info = VersionInfo(
@@ -335,8 +339,7 @@ def _topic_snapshots_files(version: str, out: Path, kept: _Kept):
     from topic_lineage.warehouse import iceberg
 
     wh.fetch_version(version, t.TOPIC_SNAPSHOTS)  # on object storage: the files the tasks wrote
-    return iceberg.files_of(version, t.TOPIC_SNAPSHOTS, out / t.TOPIC_SNAPSHOTS,
-                            lambda path: wh.stored_path(version, path, kept.references))
+    return iceberg.files_of(version, t.TOPIC_SNAPSHOTS, out / t.TOPIC_SNAPSHOTS, kept.stored_in_version)
 
 
 def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manifest: dict | None,
