@@ -119,6 +119,31 @@ def test_rolling_back_moves_main_to_an_earlier_published_snapshot(spark, tl_home
     assert {row[5] for row in iceberg_rows(t.TOPIC_INCARNATIONS)} == {"orders"}
 
 
+def test_a_process_that_keeps_its_catalog_follows_the_file_a_restored_backup_puts_in_place(spark, tl_home):
+    """The embedded catalog's file replaced while this process holds the catalog (a home
+    restored from a backup: a new file under the same name): what it reads and where it writes
+    is the new file, not the old one it had open (which read as before the restore, and
+    refused writes as a read-only database)."""
+    store.save(snap(0, topic("orders", X)))
+    pipeline.run_build(spark, version_id="one")
+    database = t.warehouse_dir() / iceberg.EMBEDDED_DB
+    backup = database.with_name("backup.db")
+    backup.write_bytes(database.read_bytes())
+    store.save(snap(1, topic("orders", X), topic("payments", Y)))
+    pipeline.run_build(spark, version_id="two")
+    assert main_versions() == dict.fromkeys(t.TABLES, "two")
+
+    restored = database.with_name("restored.db")
+    restored.write_bytes(backup.read_bytes())
+    restored.replace(database)
+    assert main_versions() == dict.fromkeys(t.TABLES, "one")
+    store.save(snap(2, topic("orders", X), topic("payments", Y), topic("refunds", Z)))
+    built = pipeline.run_build(spark, version_id="three")
+    assert built.published, built
+    assert main_versions() == dict.fromkeys(t.TABLES, "three")
+    assert wh.current_version() == "three"
+
+
 def test_retention_expires_old_versions_snapshots_and_branches(spark, tl_home, monkeypatch):
     """Beyond TOPIC_LINEAGE_KEEP_VERSIONS a version goes from the catalog too: its branch and
     its snapshots, and the metadata files only they used; main's is never touched."""

@@ -78,7 +78,7 @@ def publish_order() -> tuple[str, ...]:
 
 
 # --- the catalog -----------------------------------------------------------------------------
-_catalogs: dict[tuple, object] = {}
+_catalogs: dict[tuple, tuple[object, tuple[int, int] | None]] = {}  # catalog, _sqlite_file
 _catalogs_lock = threading.Lock()
 
 
@@ -151,14 +151,44 @@ def _with_store_settings(props: dict[str, str]) -> dict[str, str]:
 
 
 def catalog():
-    """The catalog (one object per process and configuration)."""
+    """The catalog (one object per process and configuration, and for a SQLite catalog per
+    database file: :func:`_sqlite_file`)."""
     name, props, _ = catalog_properties()
     key = (os.getpid(), name, tuple(sorted(props.items())))
+    held = _sqlite_file(props)
     with _catalogs_lock:
-        found = _catalogs.get(key)
+        found, file = _catalogs.get(key, (None, None))
+        if found is not None and file != held:
+            _close(found)
+            found = None
         if found is None:
-            found = _catalogs[key] = _load_catalog(name, props)
+            found = _load_catalog(name, props)
+            _catalogs[key] = found, _sqlite_file(props)  # the load makes a missing file
         return found
+
+
+def _sqlite_file(props: dict[str, str]) -> tuple[int, int] | None:
+    """The identity (device, inode) of a SQLite catalog's database file; ``None`` for another
+    catalog or a missing file. A process that keeps its catalog (the UI's server, a test's
+    in-process commands) follows the file when it is replaced, as a home restored from a backup
+    replaces it: a connection kept to the old file read the catalog as it was before the
+    restore, and could not write ("attempt to write a readonly database")."""
+    uri = props.get("uri", "")
+    if not uri.startswith("sqlite:///"):
+        return None
+    try:
+        found = os.stat(uri.removeprefix("sqlite:///"))
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _close(old) -> None:
+    """Close a replaced catalog's connections (a SQL catalog's engine), if it has any."""
+    engine = getattr(old, "engine", None)
+    if engine is not None:
+        with contextlib.suppress(Exception):
+            engine.dispose()
 
 
 def _load_catalog(name: str, props: dict[str, str]):
