@@ -142,6 +142,24 @@ def test_query_while_a_build_runs(spark, tl_home):
     assert read and all(path.startswith(str(wh.version_dir("next"))) for path in read)
 
 
+def test_commands_run_in_a_process_with_its_own_session_leave_it_running(spark, tl_home, capsys):
+    """``build`` and ``query --engine spark`` through :func:`topic_lineage.cli.main` in a process
+    that runs a session of its own (a notebook's, a test's) use it and leave it running: the
+    one-off command's ``stop`` is for the session it started."""
+    from pyspark import SparkContext
+
+    from topic_lineage import cli
+
+    store.save(snap(0, topic("orders", X)), "import:jsonl")
+    assert cli.main(["build", "--max-age", "off"]) == 0
+    assert "published" in capsys.readouterr().out
+    sql = "SELECT topic_name FROM topic_incarnations"
+    assert cli.main(["query", "--engine", "spark", "--format", "json", sql]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"topic_name": "orders"}]
+    assert SparkContext._active_spark_context is spark.sparkContext
+    assert spark.range(3).count() == 3
+
+
 # --- read-only queries ------------------------------------------------------------------------------
 WRITES = [
     "INSERT INTO topic_incarnations SELECT * FROM topic_incarnations",

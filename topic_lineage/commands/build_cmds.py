@@ -308,9 +308,13 @@ def _query_spark(args: argparse.Namespace) -> str:
 
     # The deployment's long-lived Spark Connect server when it runs (topic_lineage/local/spark_server.py).
     remote = None if (args.master or args.version) else spark_server.remote_url()
+    borrowed = False  # a session the process ran before (a notebook's, a test's): left running
     if remote:
         spark = spark_server.connect(remote)
     else:
+        from pyspark import SparkContext
+
+        borrowed = SparkContext._active_spark_context is not None
         spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
                           conf={"spark.sql.shuffle.partitions": "4"})
         spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
@@ -334,7 +338,8 @@ def _query_spark(args: argparse.Namespace) -> str:
                     raise wh.WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
                 raise
     finally:
-        stop_spark(spark)
+        if not borrowed:
+            stop_spark(spark)
 
 
 def cmd_jvm_archive(args: argparse.Namespace) -> int:

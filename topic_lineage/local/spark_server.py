@@ -381,15 +381,20 @@ class StartingSession:
     while a JVM starts (4-6 s): a small build lists, reads and walks its store meanwhile, which
     needs no Spark (issue #24). Calling it waits for the session and returns it (a failed start
     raises there); :meth:`ready` says whether that would wait. :meth:`stop` waits for the start
-    and ends the session (a Connect session is only released on the server)."""
+    and ends the session (a Connect session is only released on the server), unless the
+    process ran one before: a command run inside a process that has its own session (a
+    notebook's, a test's, through :func:`topic_lineage.cli.main`) builds on it and leaves it
+    running for its owner."""
 
     def __init__(self, app_name: str, master: str | None = None, *, quick_jit: bool = False):
         import threading
         from concurrent.futures import Future
 
         import pyspark.sql  # noqa: F401 - here, so that no module is imported in two threads at once
+        from pyspark import SparkContext
 
         self._started: Future = Future()
+        self._borrowed = SparkContext._active_spark_context is not None  # the owner's, kept
 
         def start() -> None:
             try:
@@ -410,5 +415,5 @@ class StartingSession:
         return self._started.result()[1]
 
     def stop(self) -> None:
-        if self._started.exception() is None:
+        if self._started.exception() is None and not self._borrowed:
             stop_spark(self())
