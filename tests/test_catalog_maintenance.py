@@ -1,7 +1,7 @@
 """Another engine maintains the published tables in the user's catalog (issue #51, item 3).
 
 The user's path on the default local home (embedded SQL catalog): snapshots imported and built
-with the CLI, twice. Then pyiceberg plays another engine's maintenance of every table, as Spark's
+with the CLI's commands, twice (run in the test's process: tests/cli_in_process.py). Then pyiceberg plays another engine's maintenance of every table, as Spark's
 ``rewrite_data_files`` / ``expire_snapshots`` / ``remove_orphan_files`` (or S3 Tables, Glue) do:
 ``main``'s rows rewritten into new data files twice (two ``replace`` snapshots that are not
 ours), every snapshot older than now expired (branch heads are spared), every file nothing
@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -27,13 +26,12 @@ from pathlib import Path
 import pytest
 from scd_support import tid
 
+from tests import cli_in_process
 from tests.group_support import interchange_snapshot
-from tests.object_store_support import run_commands
 from topic_lineage import tables as t
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-CLI = Path(sys.executable).with_name("topic-lineage")
 CLUSTER = "TWFpbnRlbmFuY2VUZXN0MQ"
 FOREIGN = {"engine": "another-engine", "job": "rewrite_data_files"}
 
@@ -58,9 +56,10 @@ def env_of(home: Path) -> dict:
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """``topic-lineage ARGS`` on ``home``, in this process (tests/cli_in_process.py): what the
+    commands do with a maintained catalog is the subject here, not their processes."""
     began = time.monotonic()
-    done = subprocess.run([str(CLI), *args], env=env_of(home), capture_output=True, text=True,
-                          timeout=900, check=False)
+    done = cli_in_process.run(env_of(home), *args)
     print(f"{home.name}: topic-lineage {' '.join(args)[:60]}: exit {done.returncode}, "
           f"{time.monotonic() - began:.2f} s")
     return done
@@ -177,10 +176,10 @@ QUERIES = {table: f"SELECT * FROM {table} ORDER BY ALL" for table in t.TABLES}
 
 
 def answers(home: Path) -> dict:
-    """Every table through ``topic-lineage query``, the OpenLineage events a dry run would send
-    (those commands in one process: :func:`run_commands`), and the UI's tables."""
+    """Every table through ``topic-lineage query``, the OpenLineage events a dry run would send,
+    and the UI's tables."""
     commands = [["query", "--format", "json", sql] for sql in QUERIES.values()]
-    *tables, emitted = run_commands(env_of(home), home.parent, [*commands, ["lineage", "emit", "--dry-run"]])
+    *tables, emitted = [cli(home, *args) for args in [*commands, ["lineage", "emit", "--dry-run"]]]
     found = {table: json.loads(text) for table, text in zip(QUERIES, tables, strict=True)}
     events = [json.loads(line) for line in emitted.splitlines() if line.startswith("{")]
     found["lineage"] = sorted(json.dumps(_without_times(e), sort_keys=True) for e in events)
@@ -208,16 +207,15 @@ def _without_times(event):
 
 
 def ui_tables(home: Path) -> dict:
-    """The UI's loaded tables (topic_lineage/ui/published.py) and one search, in a process of
-    its own with the home's environment."""
-    code = ("import json; from topic_lineage.ui.published import PublishedTables; "
-            "from topic_lineage.ui import queries; p = PublishedTables().get(); c = p.cursor(); "
-            "print(json.dumps({'counts': p.row_counts, 'search': queries.search(c, 'orders')}, "
-            "default=str, sort_keys=True))")
-    done = subprocess.run([sys.executable, "-c", code], env=env_of(home), capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    """The UI's loaded tables (topic_lineage/ui/published.py) and one search, with the home's
+    environment."""
+    from topic_lineage.ui import queries
+    from topic_lineage.ui.published import PublishedTables
+
+    with cli_in_process.environment(env_of(home)):
+        published = PublishedTables().get()
+        found = {"counts": published.row_counts, "search": queries.search(published.cursor(), "orders")}
+    return json.loads(json.dumps(found, default=str, sort_keys=True))
 
 
 def gate(home: Path) -> str:

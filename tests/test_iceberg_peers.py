@@ -12,7 +12,8 @@ snapshot:
   pyiceberg publishes through.
 
 Then the same on what ``topic-lineage build`` itself publishes (issue #44): snapshots with
-consumer groups imported and built with the CLI, twice; every table of the published snapshot,
+consumer groups imported and built with the CLI's commands (in the test's process:
+tests/cli_in_process.py), twice; every table of the published snapshot,
 and the first version's, read by both peers equal row for row to pyiceberg's read, once through
 the embedded SQL catalog and once through the same REST catalog server, configured the standard
 pyiceberg way (``PYICEBERG_CATALOG__LAKE__*``). One REST server and one Spark start serve the
@@ -28,8 +29,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -38,6 +37,7 @@ import pyarrow.parquet as pq
 import pytest
 from scd_support import tid
 
+from tests import cli_in_process
 from tests import iceberg_peers as peers
 from tests.group_support import interchange_snapshot
 from tests.iceberg_peer_reader import local_path
@@ -331,11 +331,10 @@ def test_duckdb_iceberg_reads_the_metadata_file(side_venv, sql_published):
 
 # --- what `topic-lineage build` publishes (issue #44) ------------------------------------------
 # The user's path: snapshots (with consumer groups, so every table has rows) imported and built
-# with the CLI, twice; then every table of the published snapshot read by both peers (Spark 4.1 in
+# with the CLI's commands, twice; then every table of the published snapshot read by both peers (Spark 4.1 in
 # the module's one Spark start), equal row for row to pyiceberg's read, and the first version's
 # snapshot too. Once through the embedded SQL catalog, once through the module's REST catalog
 # server, configured the standard pyiceberg way.
-CLI = Path(sys.executable).with_name("topic-lineage")
 CLUSTER = "SWNlYmVyZ1BlZXJzVGVzdA"
 
 
@@ -347,8 +346,7 @@ def cli(home: Path, *args: str, env: dict | None = None) -> str:
     full = {k: v for k, v in os.environ.items() if not k.startswith("PYICEBERG_")}
     full.update({"TOPIC_LINEAGE_HOME": str(home), "TOPIC_LINEAGE_SPARK_MASTER": "local[2]",
                  "TOPIC_LINEAGE_MAX_AGE": "off", "PYICEBERG_HOME": str(home), **(env or {})})
-    done = subprocess.run([str(CLI), *args], env=full, capture_output=True, text=True,
-                          timeout=900, check=False)
+    done = cli_in_process.run(full, *args)  # what peers read is the subject, not the process
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

@@ -4,7 +4,7 @@
   path, and exits 0 (passed) / 1 (failed) / 2 (could not validate).
 - The Data Docs overview is rendered in headless Chromium (Debian's package) and must show the
   suite's results; a screenshot is saved under test-output/ for a person to look at.
-- The real build (`topic-lineage build`, a subprocess) refuses to publish a history in which a
+- The real build (`topic-lineage build`: the command's entry point) refuses to publish a history in which a
   deleted topic ID reappears, and the previously published tables stay as they were (R6, R7).
 """
 
@@ -16,12 +16,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from published_tables import at, incarnation, publish, snapshot_run
 
+from tests import cli_in_process
 from topic_lineage import cli
 from topic_lineage import tables as t
 from topic_lineage.quality import context as qc
@@ -193,10 +193,11 @@ def snapshot_line(day: int, topics: list[tuple[str, str]]) -> str:
 
 
 def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
+    """``topic-lineage ARGS`` on ``home``, in this process (tests/cli_in_process.py: the
+    console script's own exit is tests/test_cli.py's)."""
     env = {**os.environ, "TOPIC_LINEAGE_HOME": str(home), "TOPIC_LINEAGE_SPARK_MASTER": "local[2]",
            "TOPIC_LINEAGE_SHUFFLE_PARTITIONS": "2"}  # default max age: imported history is not judged
-    return subprocess.run([sys.executable, "-m", "topic_lineage.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=900, start_new_session=True, check=False)
+    return cli_in_process.run(env, *args)
 
 
 def published_version(home: Path) -> str | None:
