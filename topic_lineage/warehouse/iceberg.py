@@ -172,7 +172,8 @@ def _sqlite_file(props: dict[str, str]) -> tuple[int, int] | None:
     catalog or a missing file. A process that keeps its catalog (the UI's server, a test's
     in-process commands) follows the file when it is replaced, as a home restored from a backup
     replaces it: a connection kept to the old file read the catalog as it was before the
-    restore, and could not write ("attempt to write a readonly database")."""
+    restore, and could not write ("attempt to write a readonly database"). The new file cannot
+    take the old one's inode while a connection keeps that open."""
     uri = props.get("uri", "")
     if not uri.startswith("sqlite:///"):
         return None
