@@ -227,6 +227,15 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     return spark
 
 
+def session_running() -> bool:
+    """Whether this process runs a classic Spark session already (a notebook's, a test's): a
+    command run inside it (:func:`topic_lineage.cli.main`) uses that session and leaves it
+    running for its owner, where a one-off command stops the session it started."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def stop(spark) -> None:
     """``spark.stop()`` without its wait of up to a second at the end.
 

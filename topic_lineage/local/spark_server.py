@@ -46,6 +46,7 @@ from topic_lineage.spark import (
     driver_java_options,
     object_store_conf,
     session_locations,
+    session_running,
 )
 from topic_lineage.spark import stop as stop_spark
 
@@ -391,10 +392,9 @@ class StartingSession:
         from concurrent.futures import Future
 
         import pyspark.sql  # noqa: F401 - here, so that no module is imported in two threads at once
-        from pyspark import SparkContext
 
         self._started: Future = Future()
-        self._borrowed = SparkContext._active_spark_context is not None  # the owner's, kept
+        self._borrowed = session_running()  # the owner's session: left running
 
         def start() -> None:
             try:
