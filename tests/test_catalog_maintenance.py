@@ -1,15 +1,16 @@
 """Another engine maintains the published tables in the user's catalog (issue #51, item 3).
 
-The user's path on the default local home (embedded SQL catalog): snapshots imported and built
-with the CLI's commands, twice (run in the test's process: tests/cli_in_process.py). Then pyiceberg plays another engine's maintenance of every table, as Spark's
-``rewrite_data_files`` / ``expire_snapshots`` / ``remove_orphan_files`` (or S3 Tables, Glue) do:
-``main``'s rows rewritten into new data files twice (two ``replace`` snapshots that are not
-ours), every snapshot older than now expired (branch heads are spared), every file nothing
-references any more deleted. Then the query, the UI's tables, the gate, the OpenLineage export,
-a no-op build: each equal to what the same home answered before its maintenance; a new snapshot
-built and published: equal to a reference home that saw no maintenance (every batch stored, built
-once). And a foreign commit that changes rows (a deleted row) is reported by the query, the
-build and the publish in one line naming its snapshot; nothing overwrites it or reads past it."""
+The user's path on the default local home (embedded SQL catalog): snapshots imported and built with
+the CLI's commands, twice (run in the test's process: tests/cli_in_process.py). Then pyiceberg plays
+another engine's maintenance of every table, as Spark's ``rewrite_data_files`` /
+``expire_snapshots`` / ``remove_orphan_files`` (or S3 Tables, Glue) do: ``main``'s rows rewritten
+into new data files twice (two ``replace`` snapshots that are not ours), every snapshot older than
+now expired (branch heads are spared), every file nothing references any more deleted. Then the
+query, the UI's tables, the gate, the OpenLineage export, a no-op build: each equal to what the same
+home answered before its maintenance; a new snapshot built and published: equal to a reference home
+that saw no maintenance (every batch stored, built once). And a foreign commit that changes rows (a
+deleted row) is reported by the query, the build and the publish in one line naming its snapshot;
+nothing overwrites it or reads past it."""
 
 from __future__ import annotations
 

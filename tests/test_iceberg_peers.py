@@ -330,11 +330,11 @@ def test_duckdb_iceberg_reads_the_metadata_file(side_venv, sql_published):
 
 
 # --- what `topic-lineage build` publishes (issue #44) ------------------------------------------
-# The user's path: snapshots (with consumer groups, so every table has rows) imported and built
-# with the CLI's commands, twice; then every table of the published snapshot read by both peers (Spark 4.1 in
-# the module's one Spark start), equal row for row to pyiceberg's read, and the first version's
-# snapshot too. Once through the embedded SQL catalog, once through the module's REST catalog
-# server, configured the standard pyiceberg way.
+# The user's path: snapshots (with consumer groups, so every table has rows) imported and built with
+# the CLI's commands, twice; then every table of the published snapshot read by both peers (Spark
+# 4.1 in the module's one Spark start), equal row for row to pyiceberg's read, and the first
+# version's snapshot too. Once through the embedded SQL catalog, once through the module's REST
+# catalog server, configured the standard pyiceberg way.
 CLUSTER = "SWNlYmVyZ1BlZXJzVGVzdA"
 
 

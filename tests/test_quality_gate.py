@@ -4,8 +4,9 @@
   path, and exits 0 (passed) / 1 (failed) / 2 (could not validate).
 - The Data Docs overview is rendered in headless Chromium (Debian's package) and must show the
   suite's results; a screenshot is saved under test-output/ for a person to look at.
-- The real build (`topic-lineage build`: the command's entry point) refuses to publish a history in which a
-  deleted topic ID reappears, and the previously published tables stay as they were (R6, R7).
+- The real build (`topic-lineage build`: the command's entry point) refuses to publish a
+  history in which a deleted topic ID reappears, and the previously published tables stay as
+  they were (R6, R7).
 """
 
 from __future__ import annotations
