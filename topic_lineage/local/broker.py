@@ -316,6 +316,14 @@ class LocalBroker:
             "num.replica.fetchers": "1",
             "log.cleaner.threads": "1",
             "log.index.size.max.bytes": "1048576",
+            # idle, a one-node cluster need not wake every half second: no no-op records in the
+            # metadata log (KIP-835; they tell brokers of other nodes the controller lives) and
+            # heartbeats to its own controller every 6 s instead of 2 (a session of 30 s: a
+            # loaded machine's pauses fence it less often). Idle CPU, 2 cores (issue #52,
+            # 2026-11-29, 40 s each): 2.1% of a core before, 1.2% after
+            "metadata.max.idle.interval.ms": "0",
+            "broker.heartbeat.interval.ms": "6000",
+            "broker.session.timeout.ms": "30000",
         }
         if kafka_dist.major(self.version) >= 4:
             config["share.coordinator.state.topic.replication.factor"] = "1"
