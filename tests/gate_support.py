@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from published_tables import publish as write_tables
 
+from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 
 
@@ -34,9 +35,12 @@ def write_version(version: str, incarnations: list[dict], runs: list[dict] = (),
     for crc in directory.rglob(".*.crc"):  # Spark's local file system would verify these
         crc.unlink()
     now = created_at or datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    rows = {t.TOPIC_INCARNATIONS: incarnations, t.SNAPSHOT_RUNS: runs, t.TOPIC_SNAPSHOTS: snapshots,
+            t.GROUP_OFFSETS: group_offsets, t.GROUP_INCARNATIONS: group_incarnations}
     wh.write_manifest(version, {
         "version": version, "status": status, "created_at": now, "history": [],
         "snapshot_files": snapshot_files if snapshot_files is not None else {},
+        "row_counts": {table: len(written) for table, written in rows.items()},
     })
 
 

@@ -124,6 +124,9 @@ def spark(request: dict) -> dict:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.driver.memory", "1g")
+        # a few small tables in a JVM that lives seconds: C1 only and the serial collector
+        # (issue #52, 2 cores: a read of the peer tests took 23-27 CPU-seconds with C2 and G1)
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     )
     for one in requests:
         for key, value in _spark_catalog_conf(one["catalog_name"], one["catalog"]).items():

@@ -214,8 +214,13 @@ def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(
         tl_home, monkeypatch, engine):
     """`topic-lineage query "INSERT ..."` exits 2 with one line, files unchanged. A query paused
     (fault point ``read``) on v1 while v2 is published with KEEP_VERSIONS=1 answers with v1's
-    rows; retention removes v1 only afterwards. Both engines (DuckDB is the default)."""
+    rows; retention removes v1 only afterwards. Both engines (DuckDB is the default). Spark's
+    JVM, a one-off query's over a version of a few rows, compiles with C1 only (read from the
+    Spark event log of the refused INSERT's query)."""
     import time
+
+    from tests.benchmarks.bench_small import driver_java_options
+    from topic_lineage.spark import QUICK_JIT_OPTION
 
     monkeypatch.setenv(wh.KEEP_ENV, "1")
     cluster, old_id, new_id = "MkU3OEVBNTcwNTJENDM2Qg", tid(1), tid(2)
@@ -229,9 +234,16 @@ def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(
     env = dict(os.environ, TOPIC_LINEAGE_HOME=str(tl_home))
     command = [sys.executable, "-m", "topic_lineage.cli", "query", "--format", "json", *engine]
 
+    events = tl_home.parent / "events"
+    events.mkdir()
+    logged = {"PYSPARK_SUBMIT_ARGS": f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} "
+                                     "pyspark-shell"} if engine else {}
     insert = subprocess.run([*command, "INSERT INTO topic_incarnations SELECT * FROM topic_incarnations"],
-                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
+                            capture_output=True, text=True, env={**env, **logged}, cwd=ROOT, timeout=600,
+                            check=False)
     assert insert.returncode == 2, insert.stderr[-2000:]
+    if engine:
+        assert QUICK_JIT_OPTION in driver_java_options(events)
     (line,) = [row for row in insert.stderr.splitlines() if "error:" in row]  # one line (JVM banner aside)
     assert line.startswith("topic-lineage query: error: query refused: INSERT INTO") and "read-only" in line
     assert "Traceback" not in insert.stderr

@@ -76,6 +76,30 @@ def test_quick_jit_is_for_small_stores_and_follows_the_small_input_switch(monkey
     assert quick_jit_for(2**20) and not quick_jit_for(2**20 + 1)
 
 
+def test_a_query_gets_the_quick_jit_over_a_version_of_few_rows(tl_home, monkeypatch):
+    """A one-off ``query --engine spark`` starts its JVM with the quick JIT when the version it
+    reads (the published one, or the one named) counts at most QUICK_JIT_MAX_ROWS rows in its
+    manifest, all tables together; not over more rows, nor over a version whose manifest counts
+    none (built before they were recorded) or that does not exist, nor with the small-input
+    settings off. (tests/test_scd_publish.py reads the option off a query's own JVM.)"""
+    from topic_lineage import warehouse as wh
+    from topic_lineage.spark import QUICK_JIT_MAX_ROWS, SMALL_INPUT_ENV, quick_jit_for_version
+
+    monkeypatch.delenv(SMALL_INPUT_ENV, raising=False)
+    for name, counts in (("small", {"topic_snapshots": QUICK_JIT_MAX_ROWS - 10, "snapshot_runs": 10}),
+                         ("large", {"topic_snapshots": QUICK_JIT_MAX_ROWS, "snapshot_runs": 1}),
+                         ("uncounted", None)):
+        manifest = {"version": name, "status": wh.BUILT, "history": []}
+        wh.write_manifest(name, manifest if counts is None else {**manifest, "row_counts": counts})
+    assert quick_jit_for_version("small")
+    assert not quick_jit_for_version("large")
+    assert not quick_jit_for_version("uncounted")
+    assert not quick_jit_for_version("missing")
+    assert not quick_jit_for_version(None)  # nothing published
+    monkeypatch.setenv(SMALL_INPUT_ENV, "0")
+    assert not quick_jit_for_version("small")
+
+
 @pytest.mark.slow  # two Spark builds for one JVM option: not in the fast tier
 def test_the_build_command_uses_the_quick_jit_on_a_small_store(tmp_path):
     """`topic-lineage build` over a small store starts its JVM with the quick JIT; with the

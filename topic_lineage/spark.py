@@ -58,6 +58,33 @@ def quick_jit_for_store() -> bool:
     return quick_jit_for(sum(size for size, _ in store.snapshot_listing().values()))
 
 
+QUICK_JIT_MAX_ROWS = 130_000
+"""Most rows a version's tables may hold, all tables together, for a one-off ``query --engine
+spark`` over them to get :data:`QUICK_JIT_OPTION`: the observations of :data:`QUICK_JIT_MAX_BYTES`
+of snapshots. A query of the demo's tables (issue #52, 2026-11-29, 2 cores, 294 rows, a group-by):
+13.6-14.0 CPU-seconds and 7.8-8.0 s with both compilers, 6.7-7.7 CPU-seconds and 5.2-5.8 s with C1
+only."""
+
+
+def quick_jit_for_version(version: str | None) -> bool:
+    """Whether a one-off process that queries ``version`` (None: the published one) should start
+    its JVM with :data:`QUICK_JIT_OPTION`: its manifest's row counts at most
+    :data:`QUICK_JIT_MAX_ROWS`, the small-input settings on. False when there is no such version
+    or its manifest counts no rows (one built before they were recorded): the query then says
+    what is wrong, or runs with both compilers."""
+    from topic_lineage.errors import TopicLineageError
+    from topic_lineage.warehouse import versions
+
+    if small_input_limit() == 0:
+        return False
+    try:
+        name = version or versions.current_version()
+        counts = versions.read_manifest(name).get("row_counts") if name else None
+    except TopicLineageError:
+        return False
+    return bool(counts) and sum(counts.values()) <= QUICK_JIT_MAX_ROWS
+
+
 def _tiny(input_bytes: int, limit: int) -> bool:
     """At most :data:`QUICK_JIT_MAX_BYTES` and the small-input ``limit`` (0: the settings are off)."""
     return limit > 0 and input_bytes <= min(QUICK_JIT_MAX_BYTES, limit)

@@ -303,7 +303,7 @@ def _query_duckdb(args: argparse.Namespace) -> str:
 def _query_spark(args: argparse.Namespace) -> str:
     from topic_lineage.faults import fault_point
     from topic_lineage.local import spark_server
-    from topic_lineage.spark import get_spark, session_running
+    from topic_lineage.spark import get_spark, quick_jit_for_version, session_running
     from topic_lineage.spark import stop as stop_spark
 
     # The deployment's long-lived Spark Connect server when it runs (topic_lineage/local/spark_server.py).
@@ -314,7 +314,8 @@ def _query_spark(args: argparse.Namespace) -> str:
     else:
         borrowed = session_running()
         spark = get_spark("topic-lineage-query", master=args.master or "local[2]",
-                          conf={"spark.sql.shuffle.partitions": "4"})
+                          conf={"spark.sql.shuffle.partitions": "4"},
+                          quick_jit=not borrowed and quick_jit_for_version(args.version))
         spark.sparkContext.setLogLevel("FATAL")  # a bad query is reported once, below
     try:
         # pinned for the whole read: retention cannot remove the version meanwhile
