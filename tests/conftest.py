@@ -54,13 +54,28 @@ def spark():
                      quick_jit=True)
 
 
+_KEPT_CONTEXT = {"context": None, "modules": 0}
+MODULES_PER_CONTEXT = 16
+"""Test modules one local SparkContext serves at most before the next starts a new one."""
+HEAP_KEPT_BYTES = 1536 * 2**20
+"""A context is stopped after a module when its JVM's heap still holds more than this after a
+collection (the driver's heap is ``TOPIC_LINEAGE_DRIVER_MEMORY``, 4 GiB here)."""
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _fresh_spark_context_per_module():
-    """Stop whatever SparkContext a module started (through the ``spark`` fixture or a task or
-    command run in-process), so the next module starts from an empty driver. The JVM stays (and
-    keeps its heap size), but everything a context accumulates over hundreds of builds (its
-    status stores, broadcasts, block manager, cached plans) goes: in one context for the whole
-    run, the 4 GiB heap filled up late in the suite and joins failed to broadcast."""
+    """After each module: keep the local SparkContext a module started (through the ``spark``
+    fixture, or a task or command run in-process) for the next modules, up to
+    :data:`MODULES_PER_CONTEXT` of them and while its JVM's heap after a collection is under
+    :data:`HEAP_KEPT_BYTES`; else stop it, so the next module starts from an empty driver. The
+    JVM stays either way (and keeps its heap size). Each new context costs its start, a new
+    Python daemon and workers, and their first Arrow batches: ten Spark modules alone on one
+    worker (issue #52, 2026-11-29, 2 cores, the fast tier's tests of them) took 118.2
+    CPU-seconds with a context per module and 94.2 with one for all. The bounds stand for what
+    a context accumulates over hundreds of builds (its status stores, broadcasts, block manager,
+    shuffle files): in one context for the whole run the 4 GiB heap once filled up late in the
+    suite and joins failed to broadcast. A context on another master (a standalone cluster's)
+    is stopped after its module."""
     yield
     if "pyspark" not in sys.modules:
         return
@@ -69,11 +84,29 @@ def _fresh_spark_context_per_module():
 
     from topic_lineage.spark import stop
 
+    context = SparkContext._active_spark_context
+    if context is None:
+        return
+    if _KEPT_CONTEXT["context"] is not context:
+        _KEPT_CONTEXT.update(context=context, modules=0)
+    _KEPT_CONTEXT["modules"] += 1
+    if (context.master.startswith("local") and _KEPT_CONTEXT["modules"] < MODULES_PER_CONTEXT
+            and _heap_after_collection(context) < HEAP_KEPT_BYTES):
+        return
+    _KEPT_CONTEXT.update(context=None, modules=0)
     session = SparkSession._instantiatedSession
     if session is not None:
         stop(session)  # without waiting up to a second for the accumulator server
-    elif SparkContext._active_spark_context is not None:
-        SparkContext._active_spark_context.stop()
+    else:
+        context.stop()
+
+
+def _heap_after_collection(context) -> int:
+    """Bytes the driver JVM's heap holds right after a full collection."""
+    jvm = context._jvm
+    jvm.java.lang.System.gc()
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    return runtime.totalMemory() - runtime.freeMemory()
 
 
 OFFSETS_TOPIC = "__consumer_offsets"  # on the session broker from the start (broker_session)
