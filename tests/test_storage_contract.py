@@ -277,3 +277,26 @@ def test_a_bootstrap_server_recorded_by_one_worker_names_the_datasets_on_another
     namespaces.remember("cluster-1", "prod", "SASL_SSL://broker-1.example:9093,broker-2:9093")
     _another_worker(home, tmp_path, monkeypatch)
     assert namespaces.Namespaces()("cluster-1", "prod") == "kafka://broker-1.example:9093"
+
+
+def test_each_retry_of_the_store_is_logged_with_its_error(caplog):
+    """A transient failure retried by ``location.retried`` is one INFO line of ``topic_lineage``
+    (what ``-v`` shows, with its time): which try failed, when the next comes, the error. A
+    command that waits on a store that does not answer says what it waits for."""
+    import logging
+
+    failures = [OSError("When listing: Could not connect to server (connection refused)")] * 2
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if failures:
+            raise failures.pop()
+        return "listed"
+
+    with caplog.at_level(logging.INFO, logger="topic_lineage.location"):
+        assert location.retried(flaky) == "listed"
+    lines = [r.getMessage() for r in caplog.records if r.name == "topic_lineage.location"]
+    assert len(calls) == 3 and len(lines) == 2, lines
+    assert lines[0].startswith(f"try 1 of {location.S3_ATTEMPTS} failed, again in ")
+    assert all("connection refused" in line for line in lines), lines

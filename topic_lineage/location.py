@@ -22,6 +22,7 @@ Azure take the same code path through their pyarrow file systems.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from functools import cache
 from pathlib import Path
 
 from topic_lineage.errors import TopicLineageError
+
+_log = logging.getLogger("topic_lineage.location")
 
 HOME_ENV = "TOPIC_LINEAGE_HOME"
 DEFAULT_HOME = Path("~/.topic-lineage")
@@ -305,7 +308,11 @@ def retried(call, attempts: int = S3_ATTEMPTS):
         except OSError as exc:
             if attempt == attempts - 1 or not transient(exc):
                 raise
-            time.sleep(min(5.0, 0.1 * 2 ** attempt) * random.uniform(0.5, 1.0))
+            delay = min(5.0, 0.1 * 2 ** attempt) * random.uniform(0.5, 1.0)
+            # with -v: what a command that waits on the store is waiting for, and since when
+            _log.info("try %d of %d failed, again in %.2f s: %s", attempt + 1, attempts, delay,
+                       " ".join(str(exc).split())[:300])
+            time.sleep(delay)
     raise AssertionError("unreachable")
 
 
