@@ -63,7 +63,7 @@ collection (the driver's heap is ``TOPIC_LINEAGE_DRIVER_MEMORY``, 4 GiB here).""
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _fresh_spark_context_per_module():
+def _spark_context_bounded_per_module():
     """After each module: keep the local SparkContext a module started (through the ``spark``
     fixture, or a task or command run in-process) for the next modules, up to
     :data:`MODULES_PER_CONTEXT` of them and while its JVM's heap after a collection is under

@@ -234,10 +234,12 @@ def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(
     env = dict(os.environ, TOPIC_LINEAGE_HOME=str(tl_home))
     command = [sys.executable, "-m", "topic_lineage.cli", "query", "--format", "json", *engine]
 
-    events = tl_home.parent / "events"
-    events.mkdir()
-    logged = {"PYSPARK_SUBMIT_ARGS": f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} "
-                                     "pyspark-shell"} if engine else {}
+    events = tl_home.parent / "events"  # Spark's event log of the refused INSERT's query
+    logged = {}
+    if engine:
+        events.mkdir()
+        logged["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.eventLog.enabled=true "
+                                         f"--conf spark.eventLog.dir=file://{events} pyspark-shell")
     insert = subprocess.run([*command, "INSERT INTO topic_incarnations SELECT * FROM topic_incarnations"],
                             capture_output=True, text=True, env={**env, **logged}, cwd=ROOT, timeout=600,
                             check=False)
