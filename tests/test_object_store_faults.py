@@ -61,7 +61,8 @@ def test_a_killed_server_publishes_nothing_and_of_two_builds_at_once_retried_thr
         own = shared_env(server.env(), f"s3://{server.bucket}/home", iceberg_postgres("killed"))
         store_steps(Worker(own, tmp_path / "capture").env, *HISTORY)
         builder = Worker(own, tmp_path / "build-1")
-        build = builder.start("build", "--version-id", "v1", TOPIC_LINEAGE_FAULT="pause@write",
+        # -v: its output has each retry with its time (where its wait went, should it be long)
+        build = builder.start("-v", "build", "--version-id", "v1", TOPIC_LINEAGE_FAULT="pause@write",
                               TOPIC_LINEAGE_OBJECT_STORE_TIMEOUT="3")
         wait_for(builder.reached("write"), build)
         endpoint = server.endpoint

@@ -285,7 +285,8 @@ def test_each_retry_of_the_store_is_logged_with_its_error(caplog):
     command that waits on a store that does not answer says what it waits for."""
     import logging
 
-    failures = [OSError("When listing: Could not connect to server (connection refused)")] * 2
+    failures = [OSError("When listing objects under key 'home/' in bucket 'b': AWS Error "
+                        "SERVICE_UNAVAILABLE during ListObjectsV2 operation: Service Unavailable")] * 2
     calls = []
 
     def flaky():
@@ -299,4 +300,56 @@ def test_each_retry_of_the_store_is_logged_with_its_error(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "topic_lineage.location"]
     assert len(calls) == 3 and len(lines) == 2, lines
     assert lines[0].startswith(f"try 1 of {location.S3_ATTEMPTS} failed, again in ")
-    assert all("connection refused" in line for line in lines), lines
+    assert all("SERVICE_UNAVAILABLE" in line for line in lines), lines
+
+
+def _listing_error(store) -> tuple[OSError, int]:
+    """The error of ``location.retried`` around a listing of ``store``, and how many times it
+    called the listing."""
+    import pyarrow.fs as pafs
+
+    calls = []
+
+    def listing():
+        calls.append(1)
+        return store.filesystem().get_file_info(pafs.FileSelector(store.key(), recursive=True))
+
+    with pytest.raises(OSError) as failed:
+        location.retried(listing)
+    return failed.value, len(calls)
+
+
+def test_an_endpoint_the_sdk_could_not_connect_to_is_not_tried_again(monkeypatch):
+    """When pyarrow reports that the AWS SDK could not connect (refused, or no answer to the
+    connection request in ``CONNECT_TIMEOUT_S``), the SDK has already made all its tries, with
+    backoff: ``location.retried`` gives up at once instead of making as many rounds again (an
+    endpoint behind a firewall that drops the packets cost 8 x 90 s per request that way). Real
+    pyarrow against loopback: a port nothing listens on, and a socket whose connection queue is
+    full (the kernel then drops the connection requests); the SDK's tries and the timeout made
+    small. The error is the one line that names the endpoint."""
+    import socket
+
+    monkeypatch.setattr(location, "S3_ATTEMPTS", 2)
+    monkeypatch.setattr(location, "CONNECT_TIMEOUT_S", 0.3)
+    for name, value in {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret",
+                        "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(name, value)
+    with contextlib.ExitStack() as sockets:
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        refused_port = closed.getsockname()[1]
+        closed.close()
+        full = sockets.enter_context(socket.socket())
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        for _ in range(3):  # never accepted: the queue fills, later requests go unanswered
+            queued = sockets.enter_context(socket.socket())
+            queued.setblocking(False)
+            queued.connect_ex(full.getsockname())
+        for port, words in ((refused_port, "curlcode: 7,"), (full.getsockname()[1], "connection timed out after")):
+            monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+            store = location.parse(f"s3://bucket-{port}/home")
+            error, calls = _listing_error(store)
+            assert words in str(error).lower(), error
+            assert calls == 1 and not location.transient(error), (calls, error)
+            assert f"cannot reach http://127.0.0.1:{port}" in location.describe_failure(store, error)

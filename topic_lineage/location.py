@@ -285,12 +285,24 @@ _TRANSIENT = ("slowdown", "503", "500 ", "internal_failure", "internalerror", "s
               "connection refused", "broken pipe", "request_time_too_skewed")
 
 
+# A connection that could not be opened at all (refused, a name that does not resolve, no answer
+# to the connection request within CONNECT_TIMEOUT_S: curl's words, as pyarrow reports the AWS
+# SDK's error). The SDK has already tried that request S3_ATTEMPTS times with its own backoff:
+# about 50 s for a refused endpoint, 90 s for one that never answers (a firewall dropping the
+# packets). Another round of retries of our own would multiply that by S3_ATTEMPTS (12 minutes
+# for an endpoint that never answers), and the endpoint is no nearer for it.
+_UNREACHABLE = ("curlcode: 6,", "curlcode: 7,", "connection timed out after", "resolving timed out after")
+
+
 def transient(exc: BaseException) -> bool:
     """Whether an error of the store is worth another try (throttling, a 5xx, a timeout, a
-    dropped connection), not a verdict (no such key, refused credentials)."""
+    dropped connection), not a verdict (no such key, refused credentials) nor an endpoint the
+    SDK could not connect to in all its own tries."""
     if isinstance(exc, FileNotFoundError):
         return False
     text = str(exc).lower()
+    if any(words in text for words in _UNREACHABLE):
+        return False
     return any(word in text for word in _TRANSIENT) and "accessdenied" not in text
 
 
