@@ -319,18 +319,20 @@ def _listing_error(store) -> tuple[OSError, int]:
     return failed.value, len(calls)
 
 
-def test_an_endpoint_the_sdk_could_not_connect_to_is_not_tried_again(monkeypatch):
+def test_what_the_sdk_retried_itself_is_not_tried_again(monkeypatch):
     """When pyarrow reports that the AWS SDK could not connect (refused, or no answer to the
-    connection request in ``CONNECT_TIMEOUT_S``), the SDK has already made all its tries, with
-    backoff: ``location.retried`` gives up at once instead of making as many rounds again (an
-    endpoint behind a firewall that drops the packets cost 8 x 90 s per request that way). Real
-    pyarrow against loopback: a port nothing listens on, and a socket whose connection queue is
-    full (the kernel then drops the connection requests); the SDK's tries and the timeout made
-    small. The error is the one line that names the endpoint."""
+    connection request in ``CONNECT_TIMEOUT_S``) or got no answer to its request in the request
+    timeout, the SDK has already made all its tries, with backoff: ``location.retried`` gives
+    up at once instead of making as many rounds again (an endpoint behind a firewall that drops
+    the packets cost 8 x 90 s per request that way). Real pyarrow against loopback: a port
+    nothing listens on, a socket whose connection queue is full (the kernel then drops the
+    connection requests) and one that queues connections and never answers; the SDK's tries
+    and the timeouts made small. The error is the one line that names the endpoint."""
     import socket
 
     monkeypatch.setattr(location, "S3_ATTEMPTS", 2)
     monkeypatch.setattr(location, "CONNECT_TIMEOUT_S", 0.3)
+    monkeypatch.setenv(location.TIMEOUT_ENV, "0.5")
     for name, value in {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret",
                         "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
         monkeypatch.setenv(name, value)
@@ -346,10 +348,14 @@ def test_an_endpoint_the_sdk_could_not_connect_to_is_not_tried_again(monkeypatch
             queued = sockets.enter_context(socket.socket())
             queued.setblocking(False)
             queued.connect_ex(full.getsockname())
-        for port, words in ((refused_port, "curlcode: 7,"), (full.getsockname()[1], "connection timed out after")):
+        silent = sockets.enter_context(socket.socket())  # connections queued, never answered
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        for port, words in ((refused_port, "curlcode: 7,"), (full.getsockname()[1], "connection timed out after"),
+                            (silent.getsockname()[1], "operation too slow")):
             monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
             store = location.parse(f"s3://bucket-{port}/home")
             error, calls = _listing_error(store)
-            assert words in str(error).lower(), error
             assert calls == 1 and not location.transient(error), (calls, error)
+            assert words in str(error).lower(), error
             assert f"cannot reach http://127.0.0.1:{port}" in location.describe_failure(store, error)

@@ -285,23 +285,26 @@ _TRANSIENT = ("slowdown", "503", "500 ", "internal_failure", "internalerror", "s
               "connection refused", "broken pipe", "request_time_too_skewed")
 
 
-# A connection that could not be opened at all (refused, a name that does not resolve, no answer
-# to the connection request within CONNECT_TIMEOUT_S: curl's words, as pyarrow reports the AWS
-# SDK's error). The SDK has already tried that request S3_ATTEMPTS times with its own backoff:
-# about 50 s for a refused endpoint, 90 s for one that never answers (a firewall dropping the
-# packets). Another round of retries of our own would multiply that by S3_ATTEMPTS (12 minutes
-# for an endpoint that never answers), and the endpoint is no nearer for it.
-_UNREACHABLE = ("curlcode: 6,", "curlcode: 7,", "connection timed out after", "resolving timed out after")
+# What the AWS SDK has already retried S3_ATTEMPTS times, with its own backoff, when pyarrow
+# reports it (curl's words): a connection that could not be opened (refused, a name that does
+# not resolve, no answer to the connection request within CONNECT_TIMEOUT_S: a firewall that
+# drops the packets), or a request without an answer within the request timeout. That took
+# about 50 s for a refused endpoint, 90 s for one that never answers, 8 x the request timeout
+# for requests that go unanswered. Another round of retries of our own would multiply that by
+# S3_ATTEMPTS (12 minutes for an endpoint that never answers, an hour for a server that
+# accepts connections and never answers at the default timeout), and the store is no nearer.
+_SDK_RETRIED = ("curlcode: 6,", "curlcode: 7,", "connection timed out after", "resolving timed out after",
+                "operation timed out after", "operation too slow")
 
 
 def transient(exc: BaseException) -> bool:
     """Whether an error of the store is worth another try (throttling, a 5xx, a timeout, a
-    dropped connection), not a verdict (no such key, refused credentials) nor an endpoint the
-    SDK could not connect to in all its own tries."""
+    dropped connection), not a verdict (no such key, refused credentials) nor what the SDK
+    retried itself (:data:`_SDK_RETRIED`: no connection, or no answer in time)."""
     if isinstance(exc, FileNotFoundError):
         return False
     text = str(exc).lower()
-    if any(words in text for words in _UNREACHABLE):
+    if any(words in text for words in _SDK_RETRIED):
         return False
     return any(word in text for word in _TRANSIENT) and "accessdenied" not in text
 
