@@ -21,8 +21,14 @@ def _env(**extra: str) -> dict:
     return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **extra}
 
 
-@pytest.mark.slow  # an install's start-up optimisation, proved on a CLI build: the whole suite
+@pytest.mark.slow  # an install's start-up optimisations, proved on a CLI build: the whole suite
 def test_the_install_made_the_archive_and_a_cli_build_loads_spark_from_it(tmp_path):
+    """A CLI build over a small store: its driver loads Spark's classes from the archive the
+    install made, and compiles with C1 only (the quick JIT, read from the build's Spark event
+    log; tests/test_spark_session.py builds with the small-input settings off, without it)."""
+    from tests.benchmarks.bench_small import driver_java_options
+    from topic_lineage.spark import QUICK_JIT_OPTION
+
     installed = jvm_archive.archive_path()
     assert installed is not None and installed.is_file(), (
         "scripts/install.sh makes the archive (python -m topic_lineage.local.jvm_archive)")
@@ -33,13 +39,17 @@ def test_the_install_made_the_archive_and_a_cli_build_loads_spark_from_it(tmp_pa
     subprocess.run(CLI + ["import", str(history)],
                    env=_env(TOPIC_LINEAGE_HOME=str(home)), check=True, capture_output=True)
     # every JVM of the build logs where each class came from (%p: one file per process)
-    logs = tmp_path / "classes"
+    logs, events = tmp_path / "classes", tmp_path / "events"
     logs.mkdir()
+    events.mkdir()
     done = subprocess.run(
         CLI + ["build", "--master", "local[2]"], capture_output=True, text=True, check=False,
         env=_env(TOPIC_LINEAGE_HOME=str(home),
-                 JDK_JAVA_OPTIONS=f"-Xlog:class+load=info:file={logs}/%p.log"))
+                 JDK_JAVA_OPTIONS=f"-Xlog:class+load=info:file={logs}/%p.log",
+                 PYSPARK_SUBMIT_ARGS=f"--conf spark.eventLog.enabled=true "
+                                     f"--conf spark.eventLog.dir=file://{events} pyspark-shell"))
     assert done.returncode == 0, done.stderr[-3000:]
+    assert QUICK_JIT_OPTION in driver_java_options(events)
     driver = max(logs.glob("*.log"), key=lambda path: path.stat().st_size)  # the launcher's is small
     # Spark's classes, each from a jar or from the archive (the "top" layer: the JDK's own
     # archive is the base); lambdas and generated classes are neither, and not counted
