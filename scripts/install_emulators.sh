@@ -52,7 +52,11 @@ else
   echo "installing Azurite $AZURITE_VERSION from the npm registry"
   tmp_az=$azurite_dir.partial
   rm -rf "$tmp_az"
-  npm install --prefix "$tmp_az" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION"
+  # --prefer-offline: the package metadata npm already has in its cache is used as it is, not
+  # asked again of the registry for each of Azurite's 374 packages (issue #52, 2026-12-01, warm
+  # cache, 2 cores: 35.7 s -> 11.9 s, the same version of every package); what the cache lacks
+  # is fetched as before.
+  npm install --prefix "$tmp_az" --prefer-offline --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION"
   rm -rf "$azurite_dir"
   mv "$tmp_az" "$azurite_dir"
   echo "Azurite $AZURITE_VERSION: $azurite_dir"
