@@ -169,14 +169,13 @@ def test_setup_runs_the_demo_where_no_go_is_found(tl_home, tmp_path):
     absent; no SeaweedFS build began). The published table shows the re-created `orders` as two
     incarnations, and the gate's Data Docs page exists. Its JVM, which lives for the demo's
     small store only, has the quick JIT (read from its event log)."""
-    from tests.benchmarks.bench_small import driver_java_options
+    from tests.benchmarks.bench_small import driver_java_options, event_log_submit_args
     from tests.servers import seaweedfs_dist
     from topic_lineage.spark import QUICK_JIT_OPTION
 
     events = tmp_path / "events"
     events.mkdir()
-    submit = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} "
-              f"pyspark-shell")
+    submit = event_log_submit_args(events)
     go_traces = {name: tmp_path / "go" / name for name in ("GOCACHE", "GOMODCACHE", "GOPATH")}
     weed_dir = tmp_path / "seaweedfs"
     weed_dir.mkdir()

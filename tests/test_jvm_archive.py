@@ -26,7 +26,7 @@ def test_the_install_made_the_archive_and_a_cli_build_loads_spark_from_it(tmp_pa
     """A CLI build over a small store: its driver loads Spark's classes from the archive the
     install made, and compiles with C1 only (the quick JIT, read from the build's Spark event
     log; tests/test_spark_session.py builds with the small-input settings off, without it)."""
-    from tests.benchmarks.bench_small import driver_java_options
+    from tests.benchmarks.bench_small import driver_java_options, event_log_submit_args
     from topic_lineage.spark import QUICK_JIT_OPTION
 
     installed = jvm_archive.archive_path()
@@ -46,8 +46,7 @@ def test_the_install_made_the_archive_and_a_cli_build_loads_spark_from_it(tmp_pa
         CLI + ["build", "--master", "local[2]"], capture_output=True, text=True, check=False,
         env=_env(TOPIC_LINEAGE_HOME=str(home),
                  JDK_JAVA_OPTIONS=f"-Xlog:class+load=info:file={logs}/%p.log",
-                 PYSPARK_SUBMIT_ARGS=f"--conf spark.eventLog.enabled=true "
-                                     f"--conf spark.eventLog.dir=file://{events} pyspark-shell"))
+                 PYSPARK_SUBMIT_ARGS=event_log_submit_args(events)))
     assert done.returncode == 0, done.stderr[-3000:]
     assert QUICK_JIT_OPTION in driver_java_options(events)
     driver = max(logs.glob("*.log"), key=lambda path: path.stat().st_size)  # the launcher's is small

@@ -219,7 +219,7 @@ def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(
     Spark event log of the refused INSERT's query)."""
     import time
 
-    from tests.benchmarks.bench_small import driver_java_options
+    from tests.benchmarks.bench_small import driver_java_options, event_log_submit_args
     from topic_lineage.spark import QUICK_JIT_OPTION
 
     monkeypatch.setenv(wh.KEEP_ENV, "1")
@@ -238,8 +238,7 @@ def test_query_cli_refuses_insert_and_finishes_on_its_version_during_retention(
     logged = {}
     if engine:
         events.mkdir()
-        logged["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.eventLog.enabled=true "
-                                         f"--conf spark.eventLog.dir=file://{events} pyspark-shell")
+        logged["PYSPARK_SUBMIT_ARGS"] = event_log_submit_args(events)
     insert = subprocess.run([*command, "INSERT INTO topic_incarnations SELECT * FROM topic_incarnations"],
                             capture_output=True, text=True, env={**env, **logged}, cwd=ROOT, timeout=600,
                             check=False)

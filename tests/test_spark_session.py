@@ -105,7 +105,7 @@ def test_the_build_command_has_no_quick_jit_with_the_small_input_settings_off(tm
     """`topic-lineage build` over a small store with the small-input settings off starts its
     JVM with both compilers (read from the build's Spark event log). With them on (the default)
     it has the quick JIT: tests/test_jvm_archive.py reads that off its CLI build."""
-    from tests.benchmarks.bench_small import driver_java_options
+    from tests.benchmarks.bench_small import driver_java_options, event_log_submit_args
     from topic_lineage.spark import QUICK_JIT_OPTION, SMALL_INPUT_ENV
 
     home = tmp_path / "home"
@@ -122,9 +122,8 @@ def test_the_build_command_has_no_quick_jit_with_the_small_input_settings_off(tm
 
     events = tmp_path / "events"
     events.mkdir()
-    submit = f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events} pyspark-shell"
     done = subprocess.run([*command, "build", "--full-refresh", "--no-validate", "--no-publish"],
-                          env={**base, SMALL_INPUT_ENV: "0", "PYSPARK_SUBMIT_ARGS": submit},
+                          env={**base, SMALL_INPUT_ENV: "0", "PYSPARK_SUBMIT_ARGS": event_log_submit_args(events)},
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert QUICK_JIT_OPTION not in driver_java_options(events)

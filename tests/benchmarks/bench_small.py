@@ -72,6 +72,12 @@ def event_log_lines(event_dir: Path) -> Iterator[str]:
             yield from opened
 
 
+def event_log_submit_args(event_dir: Path) -> str:
+    """``PYSPARK_SUBMIT_ARGS`` that make the next Spark application log its events (uncompressed
+    JSON lines) under ``event_dir``: what :func:`driver_java_options` and :func:`spark_jobs` read."""
+    return f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{event_dir} pyspark-shell"
+
+
 def driver_java_options(event_dir: Path) -> str:
     """``spark.driver.extraJavaOptions`` of the application logged under ``event_dir``."""
     import json
@@ -102,8 +108,7 @@ class Variant:
         env.pop("TOPIC_LINEAGE_SPARK_REMOTE", None)
         if events is not None:
             events.mkdir(parents=True, exist_ok=True)
-            env["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.eventLog.enabled=true "
-                                          f"--conf spark.eventLog.dir=file://{events} pyspark-shell")
+            env["PYSPARK_SUBMIT_ARGS"] = event_log_submit_args(events)
         return env
 
     def run(self, label: str, code: str, *args: str, events: bool = True) -> dict:
