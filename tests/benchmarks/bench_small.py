@@ -73,8 +73,8 @@ def event_log_lines(event_dir: Path) -> Iterator[str]:
 
 
 def event_log_submit_args(event_dir: Path) -> str:
-    """``PYSPARK_SUBMIT_ARGS`` that make the next Spark application log its events (uncompressed
-    JSON lines) under ``event_dir``: what :func:`driver_java_options` and :func:`spark_jobs` read."""
+    """``PYSPARK_SUBMIT_ARGS`` that make the next Spark application log its events under
+    ``event_dir`` (Spark's default, zstd-compressed): what :func:`event_log_lines` reads."""
     return f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{event_dir} pyspark-shell"
 
 
