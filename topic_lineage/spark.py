@@ -97,6 +97,11 @@ def _tiny(input_bytes: int, limit: int) -> bool:
 # errors still name the failing expression and its plan.
 CALL_SITE_CONF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 
+# The executors' Python workers import pyspark from the installed, byte-compiled package, not
+# from the source zip Spark puts first on their path (topic_lineage/spark_daemon.py: about 1 s
+# of every session's first Python task on 2 cores, issue #53).
+PYTHON_WORKERS_CONF = {"spark.python.daemon.module": "topic_lineage.spark_daemon"}
+
 
 def driver_java_options(*, quick_jit: bool = False) -> str:
     """The driver JVM's options: UTC, :data:`QUICK_JIT_OPTION` when asked, and this
@@ -243,7 +248,8 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
     object_store = object_store_conf(session_locations(locations))
-    settings = merged_conf({**STATUS_RETENTION, **CALL_SITE_CONF, **object_store}, conf or {})
+    settings = merged_conf({**STATUS_RETENTION, **CALL_SITE_CONF, **PYTHON_WORKERS_CONF, **object_store},
+                          conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
     _quiet_gateway(builder)

@@ -42,6 +42,7 @@ from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
 from topic_lineage.fsutil import pid_alive
 from topic_lineage.spark import (
+    PYTHON_WORKERS_CONF,
     STATUS_RETENTION,
     driver_java_options,
     object_store_conf,
@@ -193,6 +194,7 @@ def start(*, port: int | None = None, wait_s: float = 300, memory: str | None = 
         "spark.sql.shuffle.partitions": os.environ.get("TOPIC_LINEAGE_SHUFFLE_PARTITIONS", "8"),
         "spark.driver.extraJavaOptions": driver_java_options(),  # UTC; the class archive
         **STATUS_RETENTION,  # a server lives for days: keep its heap for data
+        **PYTHON_WORKERS_CONF,  # its Python workers import the installed pyspark
         # the pipeline's shared session (connect(shared=True)) lives as long as the server
         "spark.connect.session.manager.defaultSessionTimeout": "3650d",
         # a home on S3: the S3A jars and settings, never a credential (the server's environment
