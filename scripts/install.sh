@@ -22,7 +22,8 @@ want=$(cat pyproject.toml requirements.lock | sha256sum | cut -d' ' -f1)
 if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/topic-lineage ]; }; then
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install --quiet --disable-pip-version-check uv
-  .venv/bin/python -m uv pip install --quiet --python .venv/bin/python -c requirements.lock -e '.[dev,local]'
+  bash scripts/timed.sh "packages (uv)" \
+    .venv/bin/python -m uv pip install --quiet --python .venv/bin/python -c requirements.lock -e '.[dev,local]'
   echo "$want" > "$stamp"
   echo "installed topic-lineage into $(pwd)/.venv"
 fi
@@ -32,24 +33,24 @@ fi
 # writes them whatever that variable says; a file that does not compile (a Python 2 example in a
 # package) is left as it is.
 if [ "$(cat .venv/.compiled 2>/dev/null)" != "$want" ]; then
-  .venv/bin/python -m compileall -q -j 0 .venv/lib/python3.11/site-packages topic_lineage spark_jobs \
-    dags plugins >/dev/null 2>&1 || true
+  bash scripts/timed.sh byte-compiling bash -c '.venv/bin/python -m compileall -q -j 0 \
+    .venv/lib/python3.11/site-packages topic_lineage spark_jobs dags plugins >/dev/null 2>&1' || true
   echo "$want" > .venv/.compiled
   echo "byte-compiled the installed packages"
 fi
 # The archive of Spark's classes for this JDK and these jars (topic_lineage/local/jvm_archive.py):
 # every Spark driver then starts in about half the time. About a minute, once per install; a
 # failure only costs that speed, so it warns and goes on.
-.venv/bin/python -m topic_lineage.local.jvm_archive \
+bash scripts/timed.sh "archive of Spark's classes" .venv/bin/python -m topic_lineage.local.jvm_archive \
   || echo "warning: no JVM archive of Spark's classes; Spark starts without it" >&2
 # Apache Kafka's jars for the local broker of the demo and the tests (topic_lineage/local/
 # kafka_dist.py): fetched once from Maven Central by Maven (mvn), kept in .venv/var/topic-lineage/
 # kafka-<version>/, offline afterwards. Without them there is no demo: a failure stops here.
 # Then (once, about half a minute) an archive of the classes its JVMs load, which halves a
 # broker's start; without it they only start slower (a warning).
-.venv/bin/python -m topic_lineage.local.kafka_dist
+bash scripts/timed.sh "Kafka's jars" .venv/bin/python -m topic_lineage.local.kafka_dist
 # Hadoop's S3A connector and the AWS SDK modules it uses (topic_lineage/local/s3a_jars.py,
 # topic_lineage/local/spark_s3a.pom.xml): fetched once from Maven Central by Maven, about 13 MB,
 # into .venv/var/topic-lineage/spark-s3a-<digest>/; Spark is given them (spark.jars) only when a
 # location it will use is on S3 (topic_lineage.spark.object_store_conf).
-.venv/bin/python -m topic_lineage.local.s3a_jars
+bash scripts/timed.sh "S3A jars" .venv/bin/python -m topic_lineage.local.s3a_jars

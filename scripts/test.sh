@@ -33,22 +33,23 @@ if [ "${1:-}" = "--fast" ]; then
   export TOPIC_LINEAGE_TEST_WORKERS=${TOPIC_LINEAGE_TEST_WORKERS:-3}
 fi
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
+installs_started=$(date +%s%N)
+bash scripts/timed.sh install bash scripts/install.sh
 # SeaweedFS's weed, once (Go >= the version its go.mod names; nothing when it is built)
 if [ "${TOPIC_LINEAGE_NO_SEAWEEDFS:-}" != 1 ]; then
-  bash scripts/install_seaweedfs.sh
+  bash scripts/timed.sh SeaweedFS bash scripts/install_seaweedfs.sh
 fi
 # fake-gcs-server and Azurite, once (nothing when they are there)
 if [ "${TOPIC_LINEAGE_NO_EMULATORS:-}" != 1 ]; then
-  bash scripts/install_emulators.sh
+  bash scripts/timed.sh emulators bash scripts/install_emulators.sh
 fi
 # The live capture and consumer-group tests also run against Kafka 3.9 (tests/conftest.py).
-.venv/bin/python -m topic_lineage.local.kafka_dist --with-compat
+bash scripts/timed.sh "Kafka 3.9's jars" .venv/bin/python -m topic_lineage.local.kafka_dist --with-compat
 if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_DBT:-}" != 1 ]; then
-  bash scripts/install_dbt.sh
+  bash scripts/timed.sh dbt bash scripts/install_dbt.sh
 fi
 if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-}" != 1 ]; then
-  bash scripts/install_iceberg_peers.sh
+  bash scripts/timed.sh "Iceberg peers" bash scripts/install_iceberg_peers.sh
 fi
 # The Data Docs and UI browser tests drive Debian's headless Chromium.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -70,5 +71,7 @@ if [ "$workers" != 0 ]; then
   # start the files with the most tests first)
   parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
+tenths=$((($(date +%s%N) - installs_started) / 100000000))
+echo "[step] every install before the tests: $((tenths / 10)).$((tenths % 10)) s" >&2
 # --durations: the 30 slowest tests close the report (what the suite's time goes to, issue #24)
 exec .venv/bin/python -m pytest "${parallel[@]}" "${fast[@]}" --durations=30 "$@"

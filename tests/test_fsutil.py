@@ -45,19 +45,28 @@ def _hold(path, ready, release):
 
 def test_an_exclusive_lock_excludes_another_process_until_released(tmp_path):
     path = tmp_path / "locks" / "build.lock"
-    ctx = multiprocessing.get_context("fork")
+    # spawn, not fork: this test's worker may have run a Spark session and background imports
+    # whose threads hold locks, which a forked child inherits held. A child stuck that way
+    # (2026-12-02, a fresh clone's whole suite) never took the lock, and kept every file and
+    # socket of the worker open: a later test found a stopped Spark session's accumulator
+    # server still accepting connections.
+    ctx = multiprocessing.get_context("spawn")
     ready, release = ctx.Event(), ctx.Event()
     holder = ctx.Process(target=_hold, args=(path, ready, release))
     holder.start()
     try:
-        assert ready.wait(10)
+        assert ready.wait(60)
         with file_lock(path, blocking=False) as acquired:
             assert acquired is False
         with file_lock(path, shared=True, blocking=False) as acquired:
             assert acquired is False
     finally:
         release.set()
-        holder.join(10)
+        holder.join(30)
+        if holder.is_alive():  # never left running past its test
+            holder.kill()
+            holder.join()
+    assert holder.exitcode == 0, holder.exitcode
     with file_lock(path, blocking=False) as acquired:
         assert acquired is True
 
