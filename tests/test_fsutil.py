@@ -46,10 +46,10 @@ def _hold(path, ready, release):
 def test_an_exclusive_lock_excludes_another_process_until_released(tmp_path):
     path = tmp_path / "locks" / "build.lock"
     # spawn, not fork: this test's worker may have run a Spark session and background imports
-    # whose threads hold locks, which a forked child inherits held. A child stuck that way
-    # (2026-12-02, a fresh clone's whole suite) never took the lock, and kept every file and
-    # socket of the worker open: a later test found a stopped Spark session's accumulator
-    # server still accepting connections.
+    # whose threads hold locks, which a forked child inherits held. In a fresh clone's whole
+    # suite (2026-12-02) the forked holder had not taken the lock after 10 s and was left
+    # running; a later test on that worker found a stopped Spark session's accumulator server
+    # still accepting connections, as a child holding copies of the worker's sockets would.
     ctx = multiprocessing.get_context("spawn")
     ready, release = ctx.Event(), ctx.Event()
     holder = ctx.Process(target=_hold, args=(path, ready, release))
