@@ -20,10 +20,12 @@ through the home, as the driver does: with the home on object storage they need 
 common with the driver or each other.
 
 Why one task per cluster: R1-R6 are a fold per cluster in time order; clusters are independent.
-``spark.range(0, n, 1, n)`` gives each cluster a partition of its own (a hash partitioning by
-cluster would put several on one task), largest cluster first, so ``local[N]`` or a standalone
-cluster's executors walk N clusters at once. One cluster's walk is one task: its speed and memory
-are in docs/benchmarks.md.
+A job of ``n`` partitions of one task index each (an RDD's ``parallelize(range(n), n)``; under
+Spark Connect ``spark.range(0, n, 1, n)``) gives each cluster a partition of its own (a hash
+partitioning by cluster would put several on one task), largest cluster first, so ``local[N]``
+or a standalone cluster's executors walk N clusters at once. A big cluster is split into ranges
+of its snapshots, diffed by tasks of their own, then walked (:func:`run`). Speed and memory are
+in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -259,8 +261,7 @@ def _run_job(spark, plan: list) -> list[dict]:
     """Run one task per element of ``plan``; their summaries."""
     from topic_lineage.store import CorruptSnapshotFileError
 
-    job = spark.range(0, len(plan), 1, len(plan)).mapInArrow(partial(_run_tasks, plan), SUMMARY_DDL)
-    summaries = job.toArrow().to_pylist()
+    summaries = _collect(spark, plan)
     reported = sorted((s["cluster_id"], s["part"]) for s in summaries)
     planned = sorted((task.cluster_id, _part(task)) for task in plan)
     if reported != planned:
@@ -271,6 +272,26 @@ def _run_job(spark, plan: list) -> list[dict]:
         if summary["error"] is not None:
             raise WalkTaskError(summary["error"])
     return summaries
+
+
+def _collect(spark, plan: list) -> list[dict]:
+    """The summaries of a job of one task per element of ``plan`` (partition ``i`` runs
+    ``plan[i]``). On a classic session an RDD job: Spark's scheduler, no query to plan, so no
+    SQL or Arrow machinery to warm up in a fresh JVM (a first ``mapInArrow`` job took 4.6 s here,
+    a first RDD job 1.6 s, the Python workers' start included). Spark Connect has no RDDs: there,
+    the same tasks as a ``mapInArrow`` job."""
+    context = _classic_context(spark)
+    if context is not None:
+        return context.parallelize(range(len(plan)), len(plan)).mapPartitions(partial(_run_tasks, plan)).collect()
+    job = spark.range(0, len(plan), 1, len(plan)).mapInArrow(partial(_arrow_tasks, plan), SUMMARY_DDL)
+    return job.toArrow().to_pylist()
+
+
+def _classic_context(spark):
+    """The SparkContext of a classic session; None for a Spark Connect one."""
+    from pyspark.sql import SparkSession
+
+    return spark.sparkContext if isinstance(spark, SparkSession) else None
 
 
 def _part(task) -> str | None:
@@ -286,22 +307,30 @@ def _working_copy_path(name: str) -> Path:
     return storage.home().from_engine_name(name)
 
 
-def _run_tasks(plan: list, batches):
-    """The job's function (``mapInArrow``): each input row is a task's index in ``plan``."""
+def _run_tasks(plan: list, indexes):
+    """The tasks ``plan[i]`` for each ``i`` of ``indexes``, in a Python worker: their summaries
+    (the fields of ``SUMMARY_DDL``)."""
+    fields = [name.split()[0] for name in SUMMARY_DDL.split(", ")]
+    for index in indexes:
+        task = plan[index]
+        if isinstance(task, WalkTask):
+            summary = walk_steps(task)
+        elif task.parts > 1:
+            summary = diff_range(task)
+        else:
+            summary = walk_cluster(task)
+        yield {name: summary.get(name) for name in fields}
+
+
+def _arrow_tasks(plan: list, batches):
+    """:func:`_run_tasks` as ``mapInArrow``'s function: each input row is a task's index."""
     import pyarrow as pa
 
     schema = t.arrow_schema_of(SUMMARY_DDL)
     for batch in batches:
-        for index in batch.column(0).to_pylist():
-            task = plan[index]
-            if isinstance(task, WalkTask):
-                summary = walk_steps(task)
-            elif task.parts > 1:
-                summary = diff_range(task)
-            else:
-                summary = walk_cluster(task)
+        for summary in _run_tasks(plan, batch.column(0).to_pylist()):
             yield pa.RecordBatch.from_arrays(
-                [t.arrow_array([summary.get(f.name)], f.type) for f in schema], schema=schema)
+                [t.arrow_array([summary[f.name]], f.type) for f in schema], schema=schema)
 
 
 # --- the task's side -------------------------------------------------------------------------------
