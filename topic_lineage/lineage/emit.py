@@ -251,7 +251,10 @@ def _kinds(changes: list[Change]) -> dict[str, int]:
 
 PROCESS_MIN = 1000
 """Fewer pending changes than this are sent from this process; more by ``workers`` processes
-(the client's work per event is Python: threads would share one core)."""
+(the client's work per event is Python: threads would share one core). The workers are spawned,
+not forked: the emitting process may run other threads (an Airflow task's, the CLI's background
+imports), and a child forked while one of them holds a lock (logging's, an import's) waits for it
+forever. Each worker builds its client from the environment (:func:`_run_lane`)."""
 
 _worker: dict[str, Any] = {}
 
@@ -392,7 +395,7 @@ def _send(first, pending: list[Change], already: int, version: str, batch: int,
             run_lanes = lambda lanes: [_run_lane(lane) for lane in lanes]
         else:
             pool = stack.enter_context(ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_worker_process_init, initargs=(version, namespace, ordered)))
             run_lanes = lambda lanes: list(pool.map(_run_lane, lanes))
         for start in range(0, len(pending), batch):
