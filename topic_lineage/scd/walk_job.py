@@ -310,7 +310,7 @@ def _working_copy_path(name: str) -> Path:
 def _run_tasks(plan: list, indexes):
     """The tasks ``plan[i]`` for each ``i`` of ``indexes``, in a Python worker: their summaries
     (the fields of ``SUMMARY_DDL``)."""
-    fields = [name.split()[0] for name in SUMMARY_DDL.split(", ")]
+    fields = t.ddl_columns(SUMMARY_DDL)
     for index in indexes:
         task = plan[index]
         if isinstance(task, WalkTask):
