@@ -55,6 +55,8 @@ class Built:
     snapshot_runs: object
     topic_incarnations: object
     topic_snapshots: object
+    group_offsets: object
+    group_incarnations: object
 
 
 _SCRATCH: list[str] = []  # this process's directory of scratch homes (removed at its exit)
@@ -94,7 +96,8 @@ def derive(spark, snapshots, policy=None) -> Built:
         def read(table):
             return spark.read.schema(t.TABLE_DDL[table]).parquet(str(wh.version_path(version, table)))
 
-        return Built(version, read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), read(t.TOPIC_SNAPSHOTS))
+        return Built(version, read(t.SNAPSHOT_RUNS), read(t.TOPIC_INCARNATIONS), read(t.TOPIC_SNAPSHOTS),
+                     read(t.GROUP_OFFSETS), read(t.GROUP_INCARNATIONS))
 
 
 def key_for_id(topic_id: str, cluster: str = CLUSTER) -> str:

@@ -1,11 +1,11 @@
-"""The Spark transforms of consumer lineage (topic_lineage.scd.groups) equal the plain-Python
-reference (topic_lineage.scd.group_reference) row for row: on every explicit history of
-tests/group_support.py, and on random multi-cluster histories with random groups (Hypothesis;
-profiles as in tests/test_scd_properties.py)."""
+"""Consumer lineage as the build derives it (topic_lineage.scd.groups, in each cluster's walk
+task) equals the plain-Python reference (topic_lineage.scd.group_reference) row for row: on every
+explicit history of tests/group_support.py, and on random multi-cluster histories with random
+groups (Hypothesis; profiles as in tests/test_scd_properties.py), with each cluster walked whole
+or split into ranges of two snapshots (a split cluster's groups are derived by its second pass)."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
 
 import group_support as ex
@@ -16,25 +16,12 @@ from scd_histories import CLUSTERS_PER_EXAMPLE, NAMES, POLICY, _cluster_id, clus
 from scd_support import _utc, derive
 from test_scd_properties import INCREMENTAL_EXAMPLES, built_incrementally
 
-from topic_lineage import spark as tl_spark
 from topic_lineage import tables as t
-from topic_lineage.scd import groups, reference
+from topic_lineage.scd import reference, walk_job
 from topic_lineage.scd.group_reference import derive_groups
 from topic_lineage.snapshot import GroupObservation, GroupOffset
 
 pytestmark = pytest.mark.spark
-
-
-def group_frame(spark, snapshots):
-    """Stored group rows (tables.GROUP_STORE_DDL) of snapshots, as topic_lineage.store writes them."""
-    import pyarrow as pa
-
-    from topic_lineage.store import _groups_to_arrow
-
-    tables = [_groups_to_arrow(s) for s in snapshots if s.groups_complete is not None]
-    if not tables:
-        return spark.createDataFrame([], t.GROUP_STORE_DDL)
-    return spark.createDataFrame(pa.concat_tables(tables).to_pandas(), schema=t.GROUP_STORE_DDL)
 
 
 def _rows(rows, ddl):
@@ -44,14 +31,11 @@ def _rows(rows, ddl):
 
 
 def spark_lineage(spark, snapshots, policy=None):
-    """The group transforms on the incarnations and observations of a build of ``snapshots``."""
+    """``group_offsets`` and ``group_incarnations`` of a full build of ``snapshots``."""
     unique = list({(s.cluster_id, s.captured_at): s for s in snapshots}.values())
     derived = derive(spark, unique, policy)
-    offsets = groups.group_offsets(group_frame(spark, unique), derived.topic_snapshots,
-                                   derived.topic_incarnations)
-    per_incarnation = groups.group_incarnations(offsets, derived.topic_incarnations)
-    return (_rows(offsets.collect(), t.GROUP_OFFSETS_DDL),
-            _rows(per_incarnation.collect(), t.GROUP_INCARNATIONS_DDL))
+    return (_rows(derived.group_offsets.collect(), t.GROUP_OFFSETS_DDL),
+            _rows(derived.group_incarnations.collect(), t.GROUP_INCARNATIONS_DDL))
 
 
 def reference_lineage(snapshots, policy=None):
@@ -113,12 +97,13 @@ def histories_with_groups(draw):
 
 @pytest.mark.property
 @given(histories_with_groups(), st.booleans())
-def test_random_histories_equal_the_reference(spark, ingested, interpreted):
-    """R8-R10 (and R5: shuffled, repeated) on random histories: Spark equals the reference, on
-    Spark's compiled plan or, as a build of a small store runs it, interpreted with its small-input
-    settings (topic_lineage.spark.sized_for): Hypothesis draws which, per history. An interpreted
-    derivation takes 3-4 s here, a compiled one 7-15 s (issue #24, goal 4)."""
-    with tl_spark.sized_for(spark, 0) if interpreted else contextlib.nullcontext():
+def test_random_histories_equal_the_reference(spark, ingested, split):
+    """R8-R10 (and R5: shuffled, repeated) on random histories: the build equals the reference,
+    each cluster walked whole or (Hypothesis draws which, per history) split into ranges of two
+    snapshots, whose group rows the cluster's second pass derives."""
+    with pytest.MonkeyPatch.context() as mp:
+        if split:
+            mp.setenv(walk_job.RANGE_FILES_ENV, "2")
         assert spark_lineage(spark, ingested, POLICY) == reference_lineage(ingested, POLICY)
 
 

@@ -56,7 +56,9 @@ def test_the_install_made_the_archive_and_a_cli_build_loads_spark_from_it(tmp_pa
              if "] org.apache.spark." in line]
     from_archive = sum("source: shared objects file (top)" in line for line in spark)
     from_jars = sum("source: file:" in line or "source: jar:" in line for line in spark)
-    assert from_archive > 3000
+    # a build runs no SQL query (its tasks derive the group tables too): about 2,250 of Spark's
+    # classes load (2026-12-02; over 3,000 while the group tables were a Spark SQL job)
+    assert from_archive > 1500
     assert from_archive > 20 * from_jars, (from_archive, from_jars)
 
 

@@ -46,11 +46,12 @@ def test_failed_build_leaves_previous_version_published(spark, tl_home, monkeypa
     first = _build_and_publish(spark, snap(0, topic("orders", X)))
     store.save(snap(1, topic("orders", X), topic("payments", Y)))
 
-    def dying_write(*args, **kwargs):  # after the walk's tables, before the group tables
-        raise RuntimeError("killed")
+    def dying_write(point):  # after the walk's tables, before the empty ones and the Iceberg commits
+        if point == "write":
+            raise RuntimeError("killed")
 
     with monkeypatch.context() as patched:
-        patched.setattr(build_job, "_write_group_tables", dying_write)
+        patched.setattr(build_job, "fault_point", dying_write)
         with pytest.raises(RuntimeError, match="killed"):
             build_version(spark, "broken")
     assert any(wh.version_path("broken", t.TOPIC_INCARNATIONS).glob("*.parquet"))  # part written

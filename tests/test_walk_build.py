@@ -13,6 +13,7 @@ clear error naming it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.scd import walk, walk_job
 from topic_lineage.scd.build import WALK_TASKS, build_version
+from topic_lineage.snapshot import GroupObservation, GroupOffset
 from topic_lineage.store import CorruptSnapshotFileError
 
 pytestmark = [pytest.mark.spark]
@@ -210,12 +212,14 @@ def test_the_walk_runs_in_spark_tasks_not_in_the_driver(spark, tl_home):
 
 
 def test_the_walk_job_is_no_sql_query(spark, tl_home):
-    """On a classic session the walk's tasks run as an RDD job: a build of a store without
-    consumer groups starts Spark jobs but no SQL query, so a fresh JVM's first build pays for no
-    query planning and no Arrow transfer (a first ``mapInArrow`` job took 4.6 s on the third
-    machine, a first RDD job 1.6 s). Spark Connect runs the same tasks as a ``mapInArrow`` job
+    """On a classic session the walk's tasks run as an RDD job, and they derive the consumer-group
+    tables too: a build of a store with groups starts Spark jobs but no SQL query, so a fresh
+    JVM's first build pays for no query planning and no Arrow transfer (a first ``mapInArrow``
+    job took 4.6 s on the third machine, a first RDD job 1.6 s; the group tables' SQL job was
+    7.6 s of an 18.5 s CLI build). Spark Connect runs the same tasks as a ``mapInArrow`` job
     (tests/test_spark_server.py builds on a Connect server)."""
-    stored(*A_HISTORY, *B_HISTORY)
+    billing = GroupObservation("billing", "Stable", None, (GroupOffset("orders", 0, 7, 9),))
+    stored(*A_HISTORY[:-1], replace(A_HISTORY[-1], groups_complete=True, groups=(billing,)), *B_HISTORY)
     status = spark._jsparkSession.sharedState().statusStore()
     queries = status.executionsCount()
     spark.sparkContext.setJobGroup("walk-no-sql", "walk-no-sql")
@@ -225,4 +229,41 @@ def test_the_walk_job_is_no_sql_query(spark, tl_home):
         spark.sparkContext.setJobGroup("", "")
     assert status.executionsCount() == queries
     assert spark.sparkContext.statusTracker().getJobIdsForGroup("walk-no-sql")  # the walk's job ran
+    offsets = pq.read_table(wh.version_path(info.version, t.GROUP_OFFSETS)).to_pylist()
+    assert [(row["group_id"], row["topic_id"], row["committed_offset"]) for row in offsets] == [("billing", tid(4), 7)]
+    assert info.row_counts[t.GROUP_INCARNATIONS] == 1
     assert len(wh.read_manifest(info.version)["walk_tasks"]) == 2
+
+
+def test_a_kept_cluster_keeps_its_group_rows_and_one_of_an_earlier_layout_is_walked_again(spark, tl_home, reads):
+    """A cluster with nothing new keeps the base's group files (its walk task derived them: the
+    same files, linked); one whose base wrote its group tables whole (a build before the walk
+    tasks derived them, 2026-12-02) has no part of its own there, so it is walked again rather
+    than losing its group rows. Either way every table equals a full refresh."""
+    from topic_lineage.warehouse import iceberg
+
+    billing = GroupObservation("billing", "Stable", None, (GroupOffset("orders", 0, 7, 9),))
+    b_files = stored(*A_HISTORY[:2], replace(B_HISTORY[0], groups_complete=True, groups=(billing,)),
+                     B_HISTORY[1])[2:]
+    first = built(spark)
+    stored(A_HISTORY[2])
+    second = built(spark)
+    assert not set(b_files) & set(reads())  # B kept, its group rows with it
+    for table in t.GROUP_TABLES:
+        kept = wh.version_dir(second) / table / walk_job.part_name(B, second)
+        assert kept.stat().st_ino == (wh.version_dir(first) / table / walk_job.part_name(B, first)).stat().st_ino
+        # as an earlier build left it: the table's rows in a file named by Spark's writer
+        kept.rename(kept.with_name("part-00000-0f1e2d3c-c000.zstd.parquet"))
+    manifest_path = wh.version_dir(second) / wh.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    for table in t.GROUP_TABLES:
+        manifest[iceberg.FILES_KEY][table] = [
+            name.replace(walk_job.part_name(B, second), "part-00000-0f1e2d3c-c000.zstd.parquet")
+            for name in manifest[iceberg.FILES_KEY][table]]
+    manifest_path.write_text(json.dumps(manifest))
+    stored(A_HISTORY[3])
+    third = built(spark)
+    assert wh.read_manifest(third)["mode"] == "incremental"
+    assert set(b_files) <= set(reads())  # B walked again: its group rows derived again
+    assert_equals_full_refresh(spark, third)
+    assert pq.read_table(wh.version_path(third, t.GROUP_OFFSETS)).num_rows == 1

@@ -43,7 +43,7 @@ WORKLOAD = [  # a re-creation, a partition change, a deletion, group offsets acr
 
 def _workload(dump_to: str) -> None:
     """What the archive is made of: a small store's builds, the way the CLI runs them (the walk
-    job, the consumer-group tables), full and incremental, with and without Spark's generated
+    job, whose tasks also derive the consumer-group tables), full and incremental, with and without Spark's generated
     code, in one JVM that writes its loaded classes to ``dump_to`` when it exits. Run in a
     process of its own with ``$TOPIC_LINEAGE_HOME`` a scratch directory."""
     from topic_lineage import store

@@ -28,13 +28,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import functions as F
-
 from topic_lineage import noop, storage
 from topic_lineage import tables as t
 from topic_lineage import warehouse as wh
 from topic_lineage.faults import fault_point
-from topic_lineage.scd import groups, walk_job
+from topic_lineage.scd import walk_job
 from topic_lineage.scd.hold import HoldPolicy
 from topic_lineage.spark import sized_for
 
@@ -79,25 +77,6 @@ def _file_key(relative: str) -> tuple[str, str]:
     """(cluster_id, compact captured_at) of a store path (layout of topic_lineage.store)."""
     parts = Path(relative).parts
     return t.cluster_from_partition(parts[0]), Path(parts[-1]).stem
-
-
-def _empty_frame(spark, ddl: str):
-    """No rows, the DDL's columns; planned in the JVM (``createDataFrame([])`` would make every
-    job that reads it start Python workers)."""
-    types = [part.strip().split()[:2] for part in ddl.split(",")]
-    return spark.range(0).select(*[F.lit(None).cast(kind).alias(name) for name, kind in types])
-
-
-def _read_table(spark, version: str, table: str, ddl: str, references: dict[str, str]):
-    """One table of a version, the files it keeps by ``references`` where they are stored."""
-    return spark.read.schema(ddl).parquet(*wh.file_names(version, table, references))
-
-
-def _write(df, path: Path, files: int | None = None) -> None:
-    if files is not None:
-        df = df.coalesce(files)
-    # "error" is "errorifexists" by its other name, the only one Spark Connect accepts
-    df.write.mode("error").option("compression", "zstd").parquet(_task_name(path))
 
 
 @dataclass
@@ -245,7 +224,7 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
     # walk, one task per cluster with something to derive.
     kept = _Kept(version, None if manifest is None else base, (manifest or {}).get(wh.REFERENCES) or {})
     tasks, walked_again = _plan_walks(version, files, new_files, manifest, derived_clusters, policy,
-                                      kept, out)
+                                      kept, out, group_files)
     kept.record()
     recomputed = sorted({*recomputed, *walked_again}) if manifest is not None else recomputed
     spark = session() if callable(session) else session
@@ -257,17 +236,10 @@ def _build(session, version: str, full_refresh: bool, policy: HoldPolicy, base: 
         summaries = walk_job.run(spark, tasks, beside_walks=early)
         job_seconds = round(time.monotonic() - job_started, 3)
         wh.fetch_version(version)  # on object storage: the parts the tasks wrote there
-        for table in (t.TOPIC_SNAPSHOTS, t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS):
-            if not any((out / table).glob("*.parquet")):  # no cluster at all: empty tables
-                _write_empty(out / table, t.TABLE_DDL[table])
         fault_point("write")  # fault suite: tables half written (topic_lineage/faults.py)
-        wh.push_version(version)  # on object storage: what the group job's executors read
-        _write_group_tables(
-            spark, version, group_files,
-            recompute=None if manifest is None else derived_clusters | walked_again, kept=kept,
-        )
-        kept.record()
-        wh.fetch_version(version)  # on object storage: the group tables the job wrote there
+        for table in t.TABLES:
+            if not any((out / table).glob("*.parquet")):  # no cluster (with groups) at all: empty
+                _write_empty(out / table, t.TABLE_DDL[table])
 
         counts = {table: _row_count(out / table) for table in t.TABLES}
         newest = _newest_per_cluster(out / t.SNAPSHOT_RUNS)
@@ -343,8 +315,8 @@ def _topic_snapshots_files(version: str, out: Path, kept: _Kept):
 
 
 def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manifest: dict | None,
-                clusters: set[str] | None, policy: HoldPolicy, kept: _Kept, out: Path
-                ) -> tuple[list[walk_job.ClusterTask], set[str]]:
+                clusters: set[str] | None, policy: HoldPolicy, kept: _Kept, out: Path,
+                group_files: dict[str, int]) -> tuple[list[walk_job.ClusterTask], set[str]]:
     """The walk job's tasks, and the clusters walked again from their first snapshot because
     the base has no part of theirs. Links what the version keeps of the base: every
     ``topic_snapshots`` file, and the files of each cluster with nothing new.
@@ -354,6 +326,11 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
     with only them, when the base saved one with this code (``build_code``); the task walks the
     whole history when the saved walk cannot be loaded. The store is read by the tasks one
     snapshot file at a time, so a task's memory is its walk's state, not the store.
+
+    A walked cluster's task derives its group rows again from every stored group file of the
+    cluster (``group_files``): they read its final incarnations (R8). A kept cluster keeps the
+    base's group rows too; it is walked again when the base has none of its own for it (a base
+    whose group tables were written whole, by an earlier build).
     """
     by_cluster: dict[str, list[str]] = {}
     for relative in sorted(files, key=_file_key):
@@ -364,8 +341,12 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
     base, base_dir = kept.base, None if kept.base is None else wh.version_dir(kept.base)
     states = out / wh.WALK_STATE
     states.mkdir()
-    for table in (t.TOPIC_SNAPSHOTS, t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS):
+    for table in t.TABLES:
         (out / table).mkdir()
+    grouped: dict[str, list[str]] = {}
+    for relative in sorted(group_files, key=_file_key):
+        grouped.setdefault(_file_key(relative)[0], []).append(_file_key(relative)[1])
+    group_root = t.group_snapshots_dir()
     if base_dir is not None:
         kept.files(base_dir / t.TOPIC_SNAPSHOTS, out / t.TOPIC_SNAPSHOTS)
     root = t.snapshots_dir()
@@ -375,12 +356,15 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
         base_parts = [] if base_dir is None else [
             base_dir / table / walk_job.part_name(cluster_id, base)
             for table in (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS)]
+        if cluster_id in grouped:  # and its group rows, when it has group files
+            base_parts += [] if base_dir is None else [
+                base_dir / table / walk_job.part_name(cluster_id, base) for table in t.GROUP_TABLES]
         has_base_parts = bool(base_parts) and base_state.exists() and all(p.exists() for p in base_parts)
         if clusters is not None and cluster_id not in clusters:
             if has_base_parts:  # nothing new: the base's part of this cluster is this version's
+                for part in base_parts:
+                    kept.file(part, out / part.parent.name / walk_job.part_name(cluster_id, version))
                 kept.file(base_state, walk_job.state_file(states, cluster_id))
-                for part, table in zip(base_parts, (t.SNAPSHOT_RUNS, t.TOPIC_INCARNATIONS), strict=True):
-                    kept.file(part, out / table / walk_job.part_name(cluster_id, version))
                 continue
             walked_again.add(cluster_id)
         continues = (same_code and has_base_parts and cluster_id in newest
@@ -403,6 +387,8 @@ def _plan_walks(version: str, files: dict[str, int], new_files: list[str], manif
             input_bytes=sum(files[r] for r in relatives if not continues or r in new),
             observation_rows=walk_job.OBSERVATION_ROWS,
             home=storage.home().url,
+            groups=(walk_job.Span.of(_task_name(group_root / t.cluster_partition(cluster_id)), grouped[cluster_id])
+                    if cluster_id in grouped else None),
         ))
     return tasks, walked_again
 
@@ -422,57 +408,6 @@ def _stored_group_files(files: dict[str, int]) -> dict[str, int]:
     from topic_lineage import store
 
     return store.group_listing(files)
-
-
-def _write_group_tables(spark, version: str, group_files: dict[str, int], *,
-                        recompute: set[str] | None, kept: _Kept) -> None:
-    """Write ``group_offsets`` and ``group_incarnations`` of ``version``.
-
-    Attribution (R8) reads the version's *final* ``topic_incarnations`` (already written), so a
-    cluster whose incarnations were derived again here gets its group rows derived again from
-    all its stored group files; ``recompute=None`` (a full build) means every cluster. The rows
-    of the other clusters are the base version's, unchanged (their incarnations are). Either
-    way the rows are those of a full refresh (R5); tests assert it.
-    """
-    out, base = wh.version_dir(version), kept.base
-    clusters = None if recompute is None else set(recompute)
-    read = [r for r in sorted(group_files) if clusters is None or _file_key(r)[0] in clusters]
-    if base is not None and not read:
-        # nothing to derive again: the base's group rows are this version's
-        for table in t.GROUP_TABLES:
-            kept.files(wh.version_path(base, table), out / table)
-        return
-    if not group_files:
-        # no stored group observation at all: both tables empty, without a Spark job
-        for table in t.GROUP_TABLES:
-            _write_empty(out / table, t.TABLE_DDL[table])
-        return
-
-    root = t.group_snapshots_dir()
-    cluster = F.col(t.CLUSTER_ID)
-    in_scope = F.lit(True) if clusters is None else cluster.isin(sorted(clusters))
-    group_rows = (
-        spark.read.schema(t.GROUP_STORE_DDL).parquet(*[_task_name(root / r) for r in read])
-        if read else _empty_frame(spark, t.GROUP_STORE_DDL)
-    )
-    snapshots = _read_table(spark, version, t.TOPIC_SNAPSHOTS, t.TOPIC_SNAPSHOTS_DDL,
-                            kept.references).where(in_scope)
-    incarnations = _read_table(spark, version, t.TOPIC_INCARNATIONS, t.TOPIC_INCARNATIONS_DDL,
-                               kept.references).where(in_scope)
-    offsets = groups.group_offsets(group_rows, snapshots, incarnations)
-    if base is not None:
-        others = _read_table(spark, base, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL,
-                             kept.base_references).where(~in_scope)
-        offsets = others.unionByName(offsets)
-    _write(offsets, out / t.GROUP_OFFSETS)
-    # group_incarnations from the offsets just written (not derived a second time)
-    written = _read_table(spark, version, t.GROUP_OFFSETS, t.GROUP_OFFSETS_DDL, kept.references).where(in_scope)
-    per_incarnation = groups.group_incarnations(written, incarnations)
-    if base is not None:
-        others = _read_table(spark, base, t.GROUP_INCARNATIONS, t.GROUP_INCARNATIONS_DDL,
-                             kept.base_references).where(~in_scope)
-        per_incarnation = others.unionByName(per_incarnation)
-    _write(per_incarnation, out / t.GROUP_INCARNATIONS)
 
 
 def _write_empty(path: Path, ddl: str) -> None:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from topic_lineage import tables as t
 from topic_lineage.errors import TopicLineageError
-from topic_lineage.scd import walk
+from topic_lineage.scd import groups, walk
 from topic_lineage.scd.hold import HoldPolicy
 
 SUMMARY_DDL = (
@@ -78,10 +78,12 @@ class Span:
     def of(cls, directory: str, stamps) -> Span:
         return cls(directory, stamps[0], stamps[-1], len(stamps), _digest(stamps))
 
-    def files(self, home) -> list[str]:
-        """The span's files in time order, as engines name them (a listing of the home)."""
+    def files(self, home, within: set[str] | None = None) -> list[str]:
+        """The span's files in time order, as engines name them (a listing of the home); with
+        ``within``, only those whose time is in it (a group file counts with its snapshot's)."""
         found = sorted((Path(name).stem, name) for name in home.listing(home.name_of(self.directory))
-                       if name.endswith(".parquet") and self.first <= Path(name).stem <= self.last)
+                       if name.endswith(".parquet") and self.first <= Path(name).stem <= self.last
+                       and (within is None or Path(name).stem in within))
         stamps = [stamp for stamp, _ in found]
         if len(stamps) != self.count or _digest(stamps) != self.digest:
             raise StoreChangedError(
@@ -132,6 +134,7 @@ class ClusterTask:
     previous: str | None = None  # the file before the range, which its first step diffs with
     steps_out: str | None = None
     paths: tuple[str, ...] = ()  # the driver's: the span's files (to split it); not sent to tasks
+    groups: Span | None = None  # every stored group file of the cluster (its group rows are derived again)
 
     def is_new(self, name: str) -> bool:
         stamp = stamp_of(name)
@@ -152,6 +155,8 @@ class WalkTask:
     home: str
     snapshots: int
     first_file: str | None
+    groups: Span | None = None
+    snapshot_dir: str = ""  # the cluster's partition of the store (its group files' snapshots)
 
 
 def part_name(cluster_id: str, version: str, suffix: str = "") -> str:
@@ -195,7 +200,7 @@ def split_task(task: ClusterTask) -> list[ClusterTask]:
             task, span=Span.of(task.span.directory, [stamp_of(f) for f in mine]), continue_after=0,
             part=part, parts=len(starts), previous=files[start - 1] if start else previous,
             steps_out=f"{task.out}/{STEPS_DIR}/{part_name(task.cluster_id, task.version, f'-{part:05d}')}.steps",
-            input_bytes=task.input_bytes * len(mine) // max(1, len(files)), paths=(),
+            input_bytes=task.input_bytes * len(mine) // max(1, len(files)), paths=(), groups=None,
         ))
     return tasks
 
@@ -229,6 +234,7 @@ def run(spark, tasks: list[ClusterTask], *, beside_walks=None) -> list[dict]:
         base_state=task.base_state if task.continue_after else None,
         version=task.version, out=task.out, state_out=task.state_out, policy=task.policy, home=task.home,
         snapshots=len(task.paths) - task.continue_after, first_file=next(iter(task.paths[task.continue_after:]), None),
+        groups=task.groups, snapshot_dir=task.span.directory,
     ) for task in tasks if len(parts[task.cluster_id]) > 1]
     if not walks:
         return summaries
@@ -397,18 +403,82 @@ def walk_cluster(task: ClusterTask) -> dict:
             _each_snapshot(home, task, files, _task_cpus(), summary,
                            lambda path, head, topics: _walk(walk_, path, lambda: walk_.snapshot(head, topics)))
         if summary["error"] is None:
-            _write_walk(home, task, walk_)
+            _write_walk(home, task, walk_, task.span.directory, summary)
         return _finish(summary, started)
 
 
-def _write_walk(home, task, walk_: walk.ClusterWalk) -> None:
-    """A cluster's walked part of the version: its saved walk, runs and incarnations."""
+def _write_walk(home, task, walk_: walk.ClusterWalk, snapshot_dir: str, summary: dict) -> None:
+    """A cluster's walked part of the version: its saved walk, runs and incarnations, and when
+    it has stored group files its group rows (contract R8-R10), which read the final incarnations."""
     out = home.name_of(task.out)
     home.write_bytes(home.name_of(task.state_out), walk_.dumps())
     runs, incarnations = walk_.tables()
     part = part_name(task.cluster_id, task.version)
     home.write_parquet(f"{out}/{t.SNAPSHOT_RUNS}/{part}", runs)
     home.write_parquet(f"{out}/{t.TOPIC_INCARNATIONS}/{part}", _with_topic_uuid(incarnations))
+    if task.groups is None:
+        return
+    with _reported(summary):
+        lineage = groups.ClusterGroups(task.cluster_id, incarnations)
+        offsets = [lineage.offsets(rows, shown) for rows, shown in _GroupFiles(home, task.groups, snapshot_dir)]
+        home.write_parquet(f"{out}/{t.GROUP_OFFSETS}/{part}", _concat(offsets, t.GROUP_OFFSETS_DDL))
+        home.write_parquet(f"{out}/{t.GROUP_INCARNATIONS}/{part}", lineage.incarnations())
+
+
+def _concat(tables: list, ddl: str):
+    import pyarrow as pa
+
+    return pa.concat_tables(tables) if tables else t.arrow_schema_of(ddl).empty_table()
+
+
+class _GroupFiles:
+    """A cluster's stored group files (those whose snapshot is stored too: a group file is
+    written first, so one without its snapshot is debris of a store that stopped), each with
+    what its snapshot shows: topic name -> topic ID (R8's first attribution), read from the
+    snapshot file's two columns when the group file is (the walk's own reading would hold every
+    snapshot's names at once)."""
+
+    def __init__(self, home, span: Span | None, snapshot_dir: str):
+        self.home, self.snapshot_dir = home, snapshot_dir.rstrip("/")
+        self.group_dir = "" if span is None else span.directory.rstrip("/")
+        self.files: list[str] = []
+        if span is not None:
+            stored = {stamp_of(name) for name in home.listing(home.name_of(snapshot_dir))
+                      if name.endswith(".parquet")}
+            self.files = span.files(home, within=stored)
+
+    def __iter__(self):
+        """``(rows, shown)`` of each group file in time order, read one at a time: its rows
+        (``GROUP_STORE_DDL``) and what its snapshot shows under the names they name."""
+        for name in self.files:
+            rows = _read_group_file(self.home, name)
+            path = f"{self.snapshot_dir}/{name.removeprefix(self.group_dir + '/')}"  # the same layout
+            topics = _read_snapshot_file(self.home, path, threads=False, columns=[t.TOPIC_NAME, t.TOPIC_ID])
+            yield rows, _ids_shown(topics)
+
+
+def _ids_shown(topics) -> dict[str, str]:
+    """Topic name -> the topic ID a snapshot's rows show under it (names without an ID left out)."""
+    import pyarrow.compute as pc
+
+    names, ids = topics.column(t.TOPIC_NAME), topics.column(t.TOPIC_ID)
+    valid = pc.and_(pc.is_valid(names), pc.is_valid(ids))
+    return dict(zip(names.filter(valid).to_pylist(), ids.filter(valid).to_pylist(), strict=True))
+
+
+def _read_group_file(home, path: str):
+    """A stored group file's rows (``GROUP_STORE_DDL``); a damaged one is a clear error naming it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from topic_lineage.store import CorruptSnapshotFileError
+
+    schema = t.arrow_schema_of(t.GROUP_STORE_DDL)
+    try:
+        return pq.ParquetFile(pa.BufferReader(_read(home, path))).read(
+            columns=schema.names, use_threads=False).cast(schema)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
 
 
 def diff_range(task: ClusterTask) -> dict:
@@ -469,7 +539,7 @@ def walk_steps(task: WalkTask) -> dict:
                 for step in decode_steps(_read(home, name)):
                     _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
         if summary["error"] is None:
-            _write_walk(home, task, walk_)
+            _write_walk(home, task, walk_, task.snapshot_dir, summary)
             home.remove([home.name_of(name) for name in task.steps])
         return _finish(summary, started)
 
@@ -594,7 +664,7 @@ def _read_ahead(home, paths, observe, cores: int):
             yield path_, rows.result(), new
 
 
-def _read_snapshot_file(home, path: str, threads: bool):
+def _read_snapshot_file(home, path: str, threads: bool, columns: list[str] | None = None):
     """A stored snapshot file's rows (the store's schema), read whole from the home (a snapshot
     file is small); a damaged file is a clear error."""
     import pyarrow as pa
@@ -607,6 +677,8 @@ def _read_snapshot_file(home, path: str, threads: bool):
         source = pa.BufferReader(_read(home, path))
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
         # pandas (seconds of a task's time in a fresh Python worker)
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
         return pq.ParquetFile(source).read(columns=schema.names, use_threads=threads).cast(schema)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
