@@ -9,7 +9,9 @@ the version itself, with pyarrow:
 
 - ``topic_snapshots``: the observations of the snapshots new to this version;
 - ``_walk_state``: the cluster's walk, which the next incremental build continues;
-- ``snapshot_runs`` and ``topic_incarnations``: one file each, every row of the cluster.
+- ``snapshot_runs`` and ``topic_incarnations``: one file each, every row of the cluster;
+- ``group_offsets`` and ``group_incarnations`` (a cluster with stored group files): one file
+  each, every row of the cluster, from its final incarnations (:mod:`topic_lineage.scd.groups`).
 
 Why tasks write their own files: a cluster's rows come out of one walk, and Spark would add a
 job per table (and a shuffle) to write what one task already holds. Every file is written
@@ -426,6 +428,7 @@ def _write_walk(home, task, walk_: walk.ClusterWalk, snapshot_dir: str, summary:
 
 
 def _concat(tables: list, ddl: str):
+    """One table of ``tables`` (the DDL's, empty, when there are none)."""
     import pyarrow as pa
 
     return pa.concat_tables(tables) if tables else t.arrow_schema_of(ddl).empty_table()
