@@ -156,6 +156,17 @@ def arrow_schema_of(ddl: str):
     return pa.schema(fields)
 
 
+def arrow_table(columns: dict, ddl: str, names=None):
+    """An Arrow table of the DDL's types from ``column -> Python values`` (instants as
+    microseconds since the epoch): the DDL's columns, or ``names`` of them in that order."""
+    import pyarrow as pa
+
+    schema = arrow_schema_of(ddl)
+    if names is not None:
+        schema = pa.schema([schema.field(name) for name in names])
+    return pa.Table.from_arrays([arrow_array(columns[f.name], f.type) for f in schema], schema=schema)
+
+
 def arrow_array(values: list, kind):
     """An Arrow array of ``kind`` (string, boolean, integer, timestamp in microseconds since the
     epoch, or double) from Python values, ``None`` for null, built from buffers:

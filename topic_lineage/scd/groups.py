@@ -65,7 +65,7 @@ class ClusterGroups:
                 out[column].append(value)
             if key is not None:
                 self._count(group_id, key, at, name, committed, end is not None and committed > end)
-        return _table(out, t.GROUP_OFFSETS_DDL)
+        return t.arrow_table(out, t.GROUP_OFFSETS_DDL)
 
     def _count(self, group_id: str, key: str, at: int, name: str, committed: int, carried: bool) -> None:
         agg = self.per.get((group_id, key))
@@ -88,7 +88,7 @@ class ClusterGroups:
                                   (t.FIRST_SEEN_AT, first), (t.LAST_SEEN_AT, last),
                                   (t.MAX_COMMITTED_OFFSET, committed), (t.CARRIED_OFFSET, carried)):
                 out[column].append(value)
-        return _table(out, t.GROUP_INCARNATIONS_DDL)
+        return t.arrow_table(out, t.GROUP_INCARNATIONS_DDL)
 
 
 def _attributor(incarnations):
@@ -133,10 +133,3 @@ def _values(column) -> list:
     if pa.types.is_timestamp(column.type):
         column = column.cast(pa.int64())
     return column.to_pylist()
-
-
-def _table(columns: dict, ddl: str):
-    import pyarrow as pa
-
-    schema = t.arrow_schema_of(ddl)
-    return pa.Table.from_arrays([t.arrow_array(columns[f.name], f.type) for f in schema], schema=schema)

@@ -448,8 +448,8 @@ class ClusterWalk:
                              last_seen, deleted_at))
         out = dict(zip(_VERSION_ROW, map(list, zip(*rows, strict=True)) if rows else ([] for _ in _VERSION_ROW),
                        strict=True))
-        return (_table(runs, t.SNAPSHOT_RUNS_DDL, RUN_COLUMNS),
-                _table(out, t.TOPIC_INCARNATIONS_DDL, INCARNATION_COLUMNS))
+        return (t.arrow_table(runs, t.SNAPSHOT_RUNS_DDL, RUN_COLUMNS),
+                t.arrow_table(out, t.TOPIC_INCARNATIONS_DDL, INCARNATION_COLUMNS))
 
     # --- the state between builds ---------------------------------------------------------------
     def dumps(self) -> bytes:
@@ -532,14 +532,6 @@ def concat(walks):
 
     parts = [walk.tables() for walk in walks]
     if not parts:
-        return (_table({c: [] for c in RUN_COLUMNS}, t.SNAPSHOT_RUNS_DDL, RUN_COLUMNS),
-                _table({c: [] for c in INCARNATION_COLUMNS}, t.TOPIC_INCARNATIONS_DDL, INCARNATION_COLUMNS))
+        return (t.arrow_table({c: [] for c in RUN_COLUMNS}, t.SNAPSHOT_RUNS_DDL, RUN_COLUMNS),
+                t.arrow_table({c: [] for c in INCARNATION_COLUMNS}, t.TOPIC_INCARNATIONS_DDL, INCARNATION_COLUMNS))
     return tuple(pa.concat_tables(tables) for tables in zip(*parts, strict=True))
-
-
-def _table(columns: dict, ddl: str, names: tuple):
-    """An Arrow table of the DDL's types (instants given as microseconds since the epoch)."""
-    import pyarrow as pa
-
-    schema = pa.schema([t.arrow_schema_of(ddl).field(name) for name in names])
-    return pa.Table.from_arrays([t.arrow_array(columns[f.name], f.type) for f in schema], schema=schema)

@@ -471,17 +471,7 @@ def _ids_shown(topics) -> dict[str, str]:
 
 def _read_group_file(home, path: str):
     """A stored group file's rows (``GROUP_STORE_DDL``); a damaged one is a clear error naming it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from topic_lineage.store import CorruptSnapshotFileError
-
-    schema = t.arrow_schema_of(t.GROUP_STORE_DDL)
-    try:
-        return pq.ParquetFile(pa.BufferReader(_read(home, path))).read(
-            columns=schema.names, use_threads=False).cast(schema)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
+    return _read_stored(home, path, t.arrow_schema_of(t.GROUP_STORE_DDL), threads=False)
 
 
 def diff_range(task: ClusterTask) -> dict:
@@ -668,20 +658,27 @@ def _read_ahead(home, paths, observe, cores: int):
 
 
 def _read_snapshot_file(home, path: str, threads: bool, columns: list[str] | None = None):
-    """A stored snapshot file's rows (the store's schema), read whole from the home (a snapshot
-    file is small); a damaged file is a clear error."""
+    """A stored snapshot file's rows (the store's schema, or its ``columns``), read whole from
+    the home (a snapshot file is small); a damaged file is a clear error."""
+    import pyarrow as pa
+
+    schema = t.arrow_store_schema()
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    return _read_stored(home, path, schema, threads)
+
+
+def _read_stored(home, path: str, schema, threads: bool):
+    """A stored file's rows as ``schema``; a damaged file is a clear error naming it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from topic_lineage.store import CorruptSnapshotFileError
 
-    schema = t.arrow_store_schema()
     try:
         source = pa.BufferReader(_read(home, path))
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
         # pandas (seconds of a task's time in a fresh Python worker)
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns])
         return pq.ParquetFile(source).read(columns=schema.names, use_threads=threads).cast(schema)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptSnapshotFileError(path, (str(exc).splitlines() or [type(exc).__name__])[0]) from None
