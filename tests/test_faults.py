@@ -373,14 +373,18 @@ def test_per_topic_errors_never_delete_or_change_a_topic(broker, tl_home, tmp_pa
     store.save(second, "live")
     ids = {o.name: o.topic_id for o in first.topics if o.name in ("orders", "payments", "audit")}
     [audit] = [o.to_json() for o in first.topics if o.name == "audit"]
-    late = second.captured_at + timedelta(seconds=1)
+    # later than the live captures, and (the gate refuses a snapshot from the future) already
+    # past when the build validates: a fast machine builds within a second of the capture
+    late = second.captured_at + timedelta(milliseconds=1)
     denied = record(0, [obs("orders", None, error="UNKNOWN_TOPIC_OR_PART"),
                         obs("payments", None, error="TOPIC_AUTHORIZATION_FAILED"),
                         audit], cluster=first.cluster_id)
     denied["captured_at"] = late.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    partial = dict(denied, captured_at=(late + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    partial = dict(denied, captured_at=(late + timedelta(milliseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                    complete=False, topics=[audit])
     store.import_jsonl(write_jsonl(tmp_path / "errors.jsonl", [denied, partial]))
+    while datetime.now(UTC) <= late + timedelta(milliseconds=1):
+        time.sleep(0.001)
     before = digest(t.snapshots_dir())
 
     run_build(spark)
