@@ -2,7 +2,8 @@
 loopback) with the catalog on PostgreSQL, each step a process on a worker of its own:
 
 - the server killed in the middle of a build: the build fails in one line, nothing is
-  published (on a server of the test's own);
+  published, and the next build on the restarted server publishes (on a server of the test's
+  own);
 - two builds at once on two workers, one of them throttled (``503 SlowDown``) and with a
   request that times out, both retried with backoff: one publishes the tables a local build
   has, the other fails clearly and publishes nothing (on the session's server, through a fault
@@ -45,8 +46,9 @@ def test_a_killed_server_publishes_nothing_and_of_two_builds_at_once_retried_thr
         tmp_path, tmp_path_factory, iceberg_postgres, s3_bucket, s3_proxy, seaweedfs_built):
     """On a server of its own: a build paused while writing, the server killed (SIGKILL, right
     after a write of its own) and the build let go: it fails in one line and nothing is
-    published; the server started again on the same endpoint serves every object it had.
-    Killed at the end, it leaves no gRPC socket behind.
+    published; the server started again on the same endpoint serves every object it had, and
+    the next build there publishes the tables a local build has. Killed at the end, it leaves
+    no gRPC socket behind.
 
     Meanwhile, on the session's server (a bucket of its own), also reached through a fault
     proxy (steps on ``proxied`` workers): the store is throttled and retried; then two builds
@@ -118,6 +120,10 @@ def test_a_killed_server_publishes_nothing_and_of_two_builds_at_once_retried_thr
         assert sorted(_keys(client, server.bucket)) == stored
         assert client.get_object(Bucket=server.bucket, Key="a/1")["Body"].read() == b"one"
         assert _published_versions(Worker(own, tmp_path / "look")) == []
+        # and the next build on it completes, whatever the failed one left on the bucket
+        Worker(own, tmp_path / "build-2").run("build", "--version-id", "v2")
+        assert _published_versions(Worker(own, tmp_path / "look-3")) == ["v2"]
+        assert query_all(Worker(own, tmp_path / "query-own")) == local_tables(tmp_path_factory)
         ports = dict(server.ports)
         server.kill()  # the end needs no graceful stop (up to 9 s of SeaweedFS's filer)
     assert (tmp_path / "s3" / "weed.log").is_file()  # a directory given is kept
