@@ -96,3 +96,60 @@ def test_rss_sampler_leaves_out_a_child_running_in_its_parents_memory():
         [sys.executable, "-c", "import subprocess; x = b'x' * (300 * 2**20); subprocess.run(['sleep', '1'])"],
         env=dict(os.environ))
     assert 300 < peak < 400, (peak, at_peak)
+
+
+@pytest.mark.parametrize("exact_rows", [10**9, 0], ids=["except-all", "fingerprints"])
+def test_the_benchmarks_comparison_counts_each_rows_difference_either_way(tmp_path, exact_rows):
+    """``bench_scaleout.compare`` (the split and scale-out benchmarks' row check): a changed row
+    and a duplicated one are counted on the side that has them, by ``EXCEPT ALL`` and by bucket
+    fingerprints alike (the path of tables over ``EXACT_ROWS``, forced here); equal tables
+    written in another order and other files are identical."""
+    import shutil
+
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from tests.benchmarks.bench_scaleout import BUCKETS, compare
+
+    def runs(count: int, *, changed: int | None = None, duplicated: int | None = None,
+             changed_to: int = -1) -> list[dict]:
+        rows = [{"cluster_id": f"c{i % 3}", "cluster_alias": "a", "captured_at": 1_700_000_000_000_000 + i,
+                 "complete": True, "topic_count": i, "error_topic_count": 0, "source": "s", "held": False}
+                for i in range(count)]
+        if changed is not None:
+            rows[changed] = dict(rows[changed], topic_count=changed_to)
+        if duplicated is not None:
+            rows.append(dict(rows[duplicated]))
+        return rows
+
+    def write(version: str, rows: list[dict], files: int) -> None:
+        table_dir = tmp_path / version / "snapshot_runs"
+        table_dir.mkdir(parents=True)
+        for k in range(files):
+            part = rows[k::files]
+            pq.write_table(t.arrow_table({c: [r[c] for r in part] for c in part[0]}, t.TABLE_DDL["snapshot_runs"]),
+                           table_dir / f"part-{k}.parquet")
+
+    write("base", runs(500), files=1)
+    write("same", list(reversed(runs(500))), files=3)
+    # row 7 changed to a value whose row falls in the same bucket: only the bucket's sum of
+    # hashes, not its row count, tells the change
+    write("candidates", [dict(runs(8)[7], topic_count=-v) for v in range(1, 3000)], files=1)
+    columns = ", ".join(t.ddl_columns(t.TABLE_DDL["snapshot_runs"]))
+    con = duckdb.connect()
+    bucket = f"hash({columns}) % {BUCKETS}"
+    [(same_bucket,)] = con.execute(
+        f"SELECT min(-topic_count) FROM read_parquet('{tmp_path}/candidates/*/*.parquet') WHERE {bucket} = "
+        f"(SELECT {bucket} FROM read_parquet('{tmp_path}/base/*/*.parquet') WHERE topic_count = 7)").fetchall()
+    shutil.rmtree(tmp_path / "candidates")
+    write("other", runs(500, changed=7, duplicated=42, changed_to=-same_bucket), files=2)
+    result = compare(tmp_path, ["base", "same", "other"], exact_rows=exact_rows)
+    entry = result["snapshot_runs"]
+    assert result["identical"] is False and set(result) == {"snapshot_runs", "identical"}
+    assert entry["rows"] == {"base": 500, "same": 500, "other": 501}
+    assert entry["only_base_not_same"] == entry["only_same_not_base"] == 0
+    assert entry["only_base_not_other"] == 1  # the row before its change
+    assert entry["only_other_not_base"] == 2  # the changed row and the duplicate
+    assert entry["method"] == ("EXCEPT ALL" if exact_rows else "bucket fingerprints, then EXCEPT ALL")
+    if not exact_rows:
+        assert entry["buckets_differing_base_same"] == 0 and entry["buckets_differing_base_other"] in (1, 2)
