@@ -109,7 +109,7 @@ def test_the_benchmarks_comparison_counts_each_rows_difference_either_way(tmp_pa
     import duckdb
     import pyarrow.parquet as pq
 
-    from tests.benchmarks.bench_scaleout import BUCKETS, compare
+    from tests.benchmarks.bench_scaleout import bucket_sql, compare
 
     def runs(count: int, *, changed: int | None = None, duplicated: int | None = None,
              changed_to: int = -1) -> list[dict]:
@@ -137,7 +137,7 @@ def test_the_benchmarks_comparison_counts_each_rows_difference_either_way(tmp_pa
     write("candidates", [dict(runs(8)[7], topic_count=-v) for v in range(1, 3000)], files=1)
     columns = ", ".join(t.ddl_columns(t.TABLE_DDL["snapshot_runs"]))
     con = duckdb.connect()
-    bucket = f"hash({columns}) % {BUCKETS}"
+    bucket = bucket_sql(columns)
     [(same_bucket,)] = con.execute(
         f"SELECT min(-topic_count) FROM read_parquet('{tmp_path}/candidates/*/*.parquet') WHERE {bucket} = "
         f"(SELECT {bucket} FROM read_parquet('{tmp_path}/base/*/*.parquet') WHERE topic_count = 7)").fetchall()

@@ -162,7 +162,7 @@ def compare(versions_dir: Path, names: list[str], *, exact_rows: int = EXACT_ROW
                     if not differ:
                         entry[f"only_{base}_not_{other}"] = entry[f"only_{other}_not_{base}"] = 0
                         continue
-                    where = f" WHERE hash({columns}) % {BUCKETS} IN ({', '.join(map(str, differ))})"
+                    where = f" WHERE {bucket_sql(columns)} IN ({', '.join(map(str, differ))})"
                 left, right = f"SELECT * FROM ({rows[base]}){where}", f"SELECT * FROM ({rows[other]}){where}"
                 entry[f"only_{base}_not_{other}"] = con.execute(
                     f"SELECT count(*) FROM ({left} EXCEPT ALL {right})").fetchone()[0]
@@ -175,10 +175,15 @@ def compare(versions_dir: Path, names: list[str], *, exact_rows: int = EXACT_ROW
     return result
 
 
+def bucket_sql(columns: str) -> str:
+    """The SQL expression of a row's bucket (of :data:`BUCKETS`) by the hash of ``columns``."""
+    return f"hash({columns}) % {BUCKETS}"
+
+
 def _fingerprints(con, rows_sql: str, columns: str) -> dict[int, tuple[int, int]]:
     """Bucket -> (row count, sum of the rows' hashes) of the rows ``rows_sql`` selects."""
     answer = con.execute(
-        f"SELECT hash({columns}) % {BUCKETS} AS bucket, count(*), sum(hash({columns})) "
+        f"SELECT {bucket_sql(columns)} AS bucket, count(*), sum(hash({columns})) "
         f"FROM ({rows_sql}) GROUP BY bucket").fetchall()
     return {int(bucket): (int(count), int(total)) for bucket, count, total in answer}
 
