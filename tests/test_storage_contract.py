@@ -327,7 +327,9 @@ def test_what_the_sdk_retried_itself_is_not_tried_again(monkeypatch):
     the packets cost 8 x 90 s per request that way). Real pyarrow against loopback: a port
     nothing listens on, a socket whose connection queue is full (the kernel then drops the
     connection requests) and one that queues connections and never answers; the SDK's tries
-    and the timeouts made small. The error is the one line that names the endpoint."""
+    and the timeouts made small. The error is the one line that names the endpoint, whatever
+    the names it quotes: the bucket's and the key's hold 401, 403 and 503, which the error's
+    words once matched as HTTP statuses (a port ending in 401 gave "refused the credentials")."""
     import socket
 
     monkeypatch.setattr(location, "S3_ATTEMPTS", 2)
@@ -354,7 +356,7 @@ def test_what_the_sdk_retried_itself_is_not_tried_again(monkeypatch):
         for port, words in ((refused_port, "curlcode: 7,"), (full.getsockname()[1], "connection timed out after"),
                             (silent.getsockname()[1], "operation too slow")):
             monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-            store = location.parse(f"s3://bucket-{port}/home")
+            store = location.parse(f"s3://bucket-401-403-503-{port}/home-403")
             error, calls = _listing_error(store)
             assert calls == 1 and not location.transient(error), (calls, error)
             assert words in str(error).lower(), error

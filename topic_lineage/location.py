@@ -280,9 +280,24 @@ def _filesystem_with(scheme: str, account: str, settings: tuple, timeout_s: floa
     return pafs.AzureFileSystem(account_name=account, **options)
 
 
-_TRANSIENT = ("slowdown", "503", "500 ", "internal_failure", "internalerror", "service_unavailable",
-              "throttl", "timed out", "timeout", "failed to flush", "connection reset",
-              "connection refused", "broken pipe", "request_time_too_skewed")
+_TRANSIENT = ("slowdown", "internalfailure", "internalerror", "serviceunavailable", "throttl",
+              "timed out", "timeout", "failed to flush", "connection reset", "connection refused",
+              "broken pipe", "requesttimetooskewed")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def _own_words(exc: BaseException) -> str:
+    """The words of an error of the store, lower case and without ``_`` (pyarrow writes
+    ``SIGNATURE_DOES_NOT_MATCH``), and without the names it quotes back (the bucket, the key):
+    a bucket called ``bucket-57401`` is no HTTP 401, a key ``logs-503`` no 503."""
+    return _QUOTED.sub("''", " ".join(str(exc).split())).lower().replace("_", "")
+
+
+def _status(words: str, *codes: str) -> bool:
+    """Whether ``words`` give one of the HTTP status ``codes`` as a number of its own, not as
+    part of a name, a port or a path (``-403``, ``:57401``, ``/401/``)."""
+    alternatives = "|".join(codes)
+    return re.search(rf"(?<![\w.:/-])(?:{alternatives})(?![\w.-])", words) is not None
 
 
 # What the AWS SDK has already retried S3_ATTEMPTS times, with its own backoff, when pyarrow
@@ -303,10 +318,10 @@ def transient(exc: BaseException) -> bool:
     retried itself (:data:`_SDK_RETRIED`: no connection, or no answer in time)."""
     if isinstance(exc, FileNotFoundError):
         return False
-    text = str(exc).lower()
+    text = _own_words(exc)
     if any(words in text for words in _SDK_RETRIED):
         return False
-    return any(word in text for word in _TRANSIENT) and "accessdenied" not in text
+    return (any(word in text for word in _TRANSIENT) or _status(text, "500", "503")) and "accessdenied" not in text
 
 
 def retried(call, attempts: int = S3_ATTEMPTS):
@@ -344,10 +359,10 @@ def read_object(fs, path: str) -> bytes:
 def describe_failure(store: ObjectStore, exc: BaseException) -> str:
     """One line for an error of the store, saying what to check."""
     text = " ".join(str(exc).split()) or type(exc).__name__
-    lowered = text.lower().replace("_", "")  # pyarrow writes SIGNATURE_DOES_NOT_MATCH
+    lowered = _own_words(exc)
     if any(word in lowered for word in ("access denied", "accessdenied", "invalidaccesskeyid",
-                                         "signaturedoesnotmatch", "forbidden", "403",
-                                         "unauthorized", "401", "credentials")):
+                                         "signaturedoesnotmatch", "forbidden", "unauthorized",
+                                         "credentials")) or _status(lowered, "401", "403"):
         hint = {"S3": "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the instance role)",
                 "GCS": "check GOOGLE_APPLICATION_CREDENTIALS",
                 "Azure": "check AZURE_STORAGE_ACCOUNT_KEY"}[store.kind]
