@@ -54,6 +54,29 @@ def test_unusable_locations_are_one_clear_error(text, says):
         location.parse(text)
 
 
+@pytest.mark.parametrize("text, says, transient", [
+    # pyarrow's words (the first as a run printed it, 2026-12-03), in buckets and keys that hold
+    # 401, 403 and 503: the names an error quotes back say nothing of what went wrong
+    (("When listing objects under key 'home-403/' in bucket 'bucket-57401': AWS Error NETWORK_CONNECTION "
+     "during ListObjectsV2 operation: curlCode: 28, Timeout was reached; Details: Operation too slow. "
+     "Less than 1 bytes/sec transferred the last 1 seconds"), "cannot reach", False),
+    (("When reading information for key 'logs-401' in bucket 'logs-503': AWS Error UNKNOWN (HTTP status 403) "
+     "during HeadObject operation: No response body."), "refused the credentials", False),
+    (("When reading information for key 'f' in bucket 'b': AWS Error ACCESS_DENIED during HeadObject "
+     "operation: No response body."), "refused the credentials", False),
+    (("When uploading part for key 'k-403' in bucket 'b-401': AWS Error UNKNOWN (HTTP status 503) during "
+     "UploadPart operation: Please reduce your request rate."), "logs-57401/x: When", True),
+    (("When listing objects under key '' in bucket 'b-500': AWS Error NO_SUCH_BUCKET during ListObjectsV2 "
+     "operation: The specified bucket does not exist"), "does not exist or is not visible", False),
+])
+def test_an_error_of_the_store_is_read_from_its_own_words(text, says, transient, monkeypatch):
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    store = location.parse("s3://logs-57401/x")
+    assert says in location.describe_failure(store, OSError(text))
+    assert location.transient(OSError(text)) is transient
+
+
 def test_the_cli_refuses_an_unknown_scheme_in_one_line_and_creates_nothing(tmp_path):
     env = {**os.environ, "TOPIC_LINEAGE_HOME": "hdfs://namenode/lineage", "HOME": str(tmp_path)}
     run = subprocess.run([str(ROOT / ".venv/bin/topic-lineage"), "versions"], cwd=tmp_path,

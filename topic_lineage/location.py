@@ -294,10 +294,11 @@ def _own_words(exc: BaseException) -> str:
 
 
 def _status(words: str, *codes: str) -> bool:
-    """Whether ``words`` give one of the HTTP status ``codes`` as a number of its own, not as
-    part of a name, a port or a path (``-403``, ``:57401``, ``/401/``)."""
+    """Whether ``words`` give one of the HTTP status ``codes`` as a number of its own (``code:
+    403``, ``status=403``, ``(403)``), not as part of a name, a port or a path (``-403``,
+    ``:57401``, ``/401/``)."""
     alternatives = "|".join(codes)
-    return re.search(rf"(?<![\w.:/-])(?:{alternatives})(?![\w.-])", words) is not None
+    return re.search(rf"(?<![\w./-])(?:{alternatives})(?![\w.-])", words) is not None
 
 
 # What the AWS SDK has already retried S3_ATTEMPTS times, with its own backoff, when pyarrow
