@@ -68,6 +68,8 @@ def test_unusable_locations_are_one_clear_error(text, says):
      "UploadPart operation: Please reduce your request rate."), "logs-57401/x: When", True),
     (("When listing objects under key '' in bucket 'b-500': AWS Error NO_SUCH_BUCKET during ListObjectsV2 "
      "operation: The specified bucket does not exist"), "does not exist or is not visible", False),
+    # two apostrophes of prose quote nothing: the words between them still count
+    ("In bucket 'b-401': couldn't connect to server, timed out; the key's place unknown", "cannot reach", True),
 ])
 def test_an_error_of_the_store_is_read_from_its_own_words(text, says, transient, monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)

@@ -283,13 +283,14 @@ def _filesystem_with(scheme: str, account: str, settings: tuple, timeout_s: floa
 _TRANSIENT = ("slowdown", "internalfailure", "internalerror", "serviceunavailable", "throttl",
               "timed out", "timeout", "failed to flush", "connection reset", "connection refused",
               "broken pipe", "requesttimetooskewed")
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_QUOTED = re.compile(r"'[^'\s]*'|\"[^\"\s]*\"")
 
 
 def _own_words(exc: BaseException) -> str:
     """The words of an error of the store, lower case and without ``_`` (pyarrow writes
     ``SIGNATURE_DOES_NOT_MATCH``), and without the names it quotes back (the bucket, the key):
-    a bucket called ``bucket-57401`` is no HTTP 401, a key ``logs-503`` no 503."""
+    a bucket called ``bucket-57401`` is no HTTP 401, a key ``logs-503`` no 503. A quoted name
+    is one without blanks: two apostrophes of prose (``couldn't ... key's``) quote nothing."""
     return _QUOTED.sub("''", " ".join(str(exc).split())).lower().replace("_", "")
 
 
