@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,29 @@ def test_a_child_that_burns_cpu_is_counted_with_its_time(tmp_path):
     assert python["cpu_s"] >= 1.0 and python["processes"] >= 2, report
     assert report["busy_cpu_s"] >= 1 and report["status"] == 3
     assert "other Python processes (commands, helpers)" in done.stdout
+
+
+@pytest.mark.slow  # the suite's own report (not a rule): the whole suite
+def test_the_per_file_cpu_counts_waited_children_and_those_that_leave_the_tree():
+    """tests/suite_timings.py's per-file CPU (:class:`TreeCpu`): a child that spins 0.6 s and is
+    waited for counts; so does a grandchild that spins 0.6 s after its parent ended without
+    waiting for it (reparented: the JVM of a command that exits first), seen leaving by the
+    watching thread; a process outside the tree does not count."""
+    from tests.suite_timings import TreeCpu
+
+    spin = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+    tree, unwatched = TreeCpu(interval_s=0.1), TreeCpu(interval_s=0)
+    subprocess.run([sys.executable, "-c", spin], check=True, timeout=30)
+    waited = tree.seconds()
+    assert 0.5 <= waited < 2.0, waited
+    leaving = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {spin!r}]); "
+               "time.sleep(0.4)")
+    subprocess.run([sys.executable, "-c", leaving], check=True, timeout=30)
+    time.sleep(1.0)  # the grandchild spins on, reparented
+    both = tree.seconds()
+    assert both - waited >= 0.55, (waited, both)
+    # not looked at while the grandchild lived outside the tree: its time reached no one in it
+    assert unwatched.seconds() < both - 0.4, (unwatched.seconds(), both)
+    elsewhere = TreeCpu(root=1 << 22, interval_s=0)  # no such process: nothing under it
+    subprocess.run([sys.executable, "-c", spin], check=True, timeout=30)
+    assert elsewhere.seconds() == 0.0
