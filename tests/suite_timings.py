@@ -9,9 +9,11 @@ times on the worker that ran them: with two workers the suite's wall time is abo
 sum.
 
 Each file also gets ``cpu``: the CPU-seconds its worker's process tree used while the file ran
-(the worker, the commands, servers and Spark JVMs it started, from ``/proc``: :class:`TreeCpu`), what the suite's
-time is made of on a machine it keeps busy. A server a session fixture started counts with the
-files that ran while it lived; one that left the tree (a daemon that detached) is not counted.
+(the worker, the commands, servers and Spark JVMs it started, from ``/proc``: :class:`TreeCpu`),
+what the suite's time is made of on a machine it keeps busy. A server a session fixture started
+counts with the files that ran while it lived; a process that left the tree alive counts as long
+as it lives, if the tree held it when last looked at (every second); one that lived and left
+between two looks is missed.
 """
 
 from __future__ import annotations
