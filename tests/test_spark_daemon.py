@@ -43,3 +43,34 @@ def test_a_python_task_runs_the_installed_pyspark(spark):
 
     seen = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(where).collect()
     assert seen == [(pyspark.__file__, [])] * 2, seen
+
+
+def _thp_enabled() -> str | None:
+    """This process's ``THP_enabled`` (``/proc/self/status``: 0 once it asked the kernel for no
+    transparent huge pages), None on a kernel without the field."""
+    with open("/proc/self/status") as status:
+        return next((line.split()[1] for line in status if line.startswith("THP_enabled:")), None)
+
+
+def test_the_workers_arrow_memory_gets_no_huge_pages_and_the_driver_keeps_its_own(spark):
+    """The workers' allocator (pyarrow's mimalloc) asks the kernel for no transparent huge pages
+    (``MIMALLOC_ALLOW_THP=0``, given by our daemon); the driver's process is left as it was."""
+    import pyarrow as pa
+
+    if _thp_enabled() is None:
+        pytest.skip("this kernel does not show THP_enabled in /proc/self/status")
+    driver = _thp_enabled()
+
+    def seen(_):
+        import os
+
+        import pyarrow as pa
+
+        buffer = pa.allocate_buffer(1 << 24)  # the allocator initialised
+        with open("/proc/self/status") as status:  # as _thp_enabled (a task gets no module of the tests)
+            enabled = next(line.split()[1] for line in status if line.startswith("THP_enabled:"))
+        yield os.environ.get("MIMALLOC_ALLOW_THP"), enabled, buffer.size
+
+    assert spark.sparkContext.parallelize([0, 1], 2).mapPartitions(seen).collect() == [("0", "0", 1 << 24)] * 2
+    pa.allocate_buffer(1 << 24)
+    assert _thp_enabled() == driver
