@@ -267,3 +267,35 @@ def test_a_kept_cluster_keeps_its_group_rows_and_one_of_an_earlier_layout_is_wal
     assert set(b_files) <= set(reads())  # B walked again: its group rows derived again
     assert_equals_full_refresh(spark, third)
     assert pq.read_table(wh.version_path(third, t.GROUP_OFFSETS)).num_rows == 1
+
+
+def test_a_task_runs_without_the_cycle_collector_and_gives_it_back(monkeypatch):
+    """A walk task pauses Python's cycle collector while it runs (its incarnations live to its
+    end; rescanning them was a fifth of the 10 M walk pass, issue #53) and gives it back as it
+    was, whether the task returns or raises, in the worker that runs the next task."""
+    import gc
+
+    seen = []
+
+    def walked(task):
+        seen.append(gc.isenabled())
+        if task.cluster_id == "fails":
+            raise RuntimeError("the task failed")
+        return {"cluster_id": task.cluster_id}
+
+    monkeypatch.setattr(walk_job, "walk_cluster", walked)
+    task = walk_job.ClusterTask(
+        cluster_id="c", span=walk_job.Span("d", "a", "a", 1, ""), new_after="", late=(), base_state=None,
+        continue_after=0, version="v", out="o", state_out="s", policy=walk_job.HoldPolicy(), input_bytes=1)
+    assert gc.isenabled()
+    summaries = list(walk_job._run_tasks([task, task], [0, 1]))
+    assert [s["cluster_id"] for s in summaries] == ["c", "c"] and seen == [False, False] and gc.isenabled()
+    with pytest.raises(RuntimeError, match="the task failed"):
+        list(walk_job._run_tasks([replace(task, cluster_id="fails")], [0]))
+    assert seen[-1] is False and gc.isenabled()
+    gc.disable()  # a worker that had it off keeps it off
+    try:
+        list(walk_job._run_tasks([task], [0]))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -321,13 +321,33 @@ def _run_tasks(plan: list, indexes):
     fields = t.ddl_columns(SUMMARY_DDL)
     for index in indexes:
         task = plan[index]
-        if isinstance(task, WalkTask):
-            summary = walk_steps(task)
-        elif task.parts > 1:
-            summary = diff_range(task)
-        else:
-            summary = walk_cluster(task)
+        with _no_cycle_collection():
+            if isinstance(task, WalkTask):
+                summary = walk_steps(task)
+            elif task.parts > 1:
+                summary = diff_range(task)
+            else:
+                summary = walk_cluster(task)
         yield {name: summary.get(name) for name in fields}
+
+
+@contextmanager
+def _no_cycle_collection():
+    """Python's cycle collector paused for the block (a task), as it was afterwards. A walk
+    builds its incarnations as objects that live to the task's end, and every few hundred of
+    them started a collection that scanned them all again: 0.20-0.31 s of the 10 M benchmark's
+    walk pass of 0.87-1.02 s, which runs after every range (issue #53). Its objects form no
+    cycles the task leaves behind (about a hundred unreachable objects at its end), so its peak
+    memory is the same (172 MiB against 171 MiB)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _arrow_tasks(plan: list, batches):
