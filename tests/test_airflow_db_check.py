@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,85 @@ def test_start_serves_on_a_free_port_when_the_set_up_one_was_taken_since(tmp_pat
         assert moved != port and supervisor.load_state()["port"] == moved
         assert f"port {port} is busy; Airflow's API serves on port {moved}" in capsys.readouterr().out
     assert supervisor._api_port(state) == moved  # free: kept
+
+
+LISTENER = ("import socket, sys, time\n"
+            "s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
+            "print(s.getsockname()[1], flush=True); time.sleep(120)\n")
+HEALTH = ("import http.server, os, sys\n"
+          "port = int(os.environ['AIRFLOW__API__BASE_URL'].rsplit(':', 1)[1]) if len(sys.argv) < 2 else int(sys.argv[1])\n"
+          "class Ok(http.server.BaseHTTPRequestHandler):\n"
+          "    def do_GET(self):\n"
+          "        self.send_response(200); self.end_headers(); self.wfile.write(b'{}')\n"
+          "    def log_message(self, *args): pass\n"
+          "http.server.HTTPServer(('127.0.0.1', port), Ok).serve_forever()\n")
+
+
+def test_the_api_port_answers_for_a_deployment_only_when_its_own_group_listens():
+    """What listens on a port, by process group (/proc): a listener in a process group of its
+    own is that group's, not this process's; a port no one listens on has no group."""
+    from topic_lineage.local import supervisor
+
+    proc = subprocess.Popen([sys.executable, "-c", LISTENER, "0"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        port = int(proc.stdout.readline())
+        assert supervisor.listening_groups(port) == {proc.pid}
+        assert supervisor._answers_for(port, proc.pid)
+        assert not supervisor._answers_for(port, os.getpgid(0))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert supervisor.listening_groups(port) == set()
+
+
+def test_start_moves_every_component_when_another_api_took_the_port_after_the_check(tmp_path, monkeypatch, capsys):
+    """Two deployments started at once both found 8080 free (``_api_port``), and the other's
+    API bound it first: its health check answers ours too. ``start`` sees that the listener is
+    not its api-server's, stops the components, serves on a free port (saved and said) and
+    starts them again with it: its health check then answers from its own group. (The
+    components here are stand-ins: an API that answers 200 on its configured port, and idle
+    processes; the port check is skipped as when both checks ran before either bound.)"""
+    from topic_lineage.local import supervisor
+
+    monkeypatch.setenv("TOPIC_LINEAGE_HOME", str(tmp_path / "home"))
+    other = subprocess.Popen([sys.executable, "-c", HEALTH, "0"], start_new_session=True)
+    try:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            taken = probe.getsockname()[1]
+        other.kill()
+        other.wait()
+        other = subprocess.Popen([sys.executable, "-c", HEALTH, str(taken)], start_new_session=True)
+        state = {"port": taken, "postgres_port": 5432, "postgres_password": "p", "fernet_key": "k",
+                 "jwt_secret": "j", "secret_key": "s"}
+        supervisor._save_state(state)
+        started = []
+
+        def component(binary, name, env, logs):
+            code = HEALTH if name == "api-server" else "import time; time.sleep(120)"
+            started.append((name, env["AIRFLOW__API__BASE_URL"]))
+            return subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True).pid
+
+        monkeypatch.setattr(supervisor, "_start_component", component)
+        monkeypatch.setattr(supervisor, "_api_port", lambda state: state["port"])  # the race
+        monkeypatch.setattr(supervisor, "_start_database", lambda state: False)
+        deadline = time.monotonic() + 10
+        while supervisor.listening_groups(taken) != {other.pid}:
+            assert time.monotonic() < deadline, "the other API did not start"
+            time.sleep(0.05)
+        pids = supervisor.start(state, wait_s=60)
+        try:
+            moved = supervisor.load_state()["port"]
+            assert moved != taken and state["port"] == moved
+            assert f"port {taken} was taken by another process as Airflow's API started; it serves on port {moved}" \
+                in capsys.readouterr().out
+            assert supervisor.listening_groups(moved) == {pids["api-server"]}
+            assert [name for name, _ in started] == [*supervisor.COMPONENTS, *supervisor.COMPONENTS]
+            assert {url for _, url in started[len(supervisor.COMPONENTS):]} == {f"http://127.0.0.1:{moved}"}
+        finally:
+            for pid in pids.values():
+                os.killpg(pid, 9)
+    finally:
+        other.kill()
+        other.wait()

@@ -18,6 +18,7 @@ the environment or standard input.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -404,22 +405,18 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
     _start_database(state)  # left running for the components; stop() ends it
     env = _full_env(state)
     binary = str(Path(sys.executable).parent / "airflow")
-    pids = {}
-    for name in COMPONENTS:
-        with open(logs / f"{name}.out", "ab") as out:
-            proc = subprocess.Popen(
-                [binary, name], env=env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )
-        pids[name] = proc.pid
+    pids = {name: _start_component(binary, name, env, logs) for name in COMPONENTS}
     _pids_path().write_text(json.dumps(pids))
-    url = f"http://127.0.0.1:{state['port']}/api/v2/monitor/health"
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
+        url = f"http://127.0.0.1:{state['port']}/api/v2/monitor/health"
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
+                if response.status == 200 and _answers_for(state["port"], pids["api-server"]):
                     return pids
+                if response.status == 200:  # another's API took the port after _api_port's check
+                    pids = _start_elsewhere(state, pids, binary, logs)
+                    continue
         except OSError:
             pass
         for name, pid in pids.items():
@@ -429,6 +426,73 @@ def start(state: dict, *, wait_s: float = 180) -> dict[str, int]:
         time.sleep(2)
     stop()
     raise AirflowSetupError(f"Airflow API did not answer on {url} within {wait_s:g}s; see {logs}")
+
+
+def _start_component(binary: str, name: str, env: dict, logs: Path) -> int:
+    """Start one component in a process group of its own (its pid is the group's id)."""
+    with open(logs / f"{name}.out", "ab") as out:
+        return subprocess.Popen(
+            [binary, name], env=env, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        ).pid
+
+
+def _answers_for(port: int, group: int) -> bool:
+    """Whether what listens on ``port`` is process group ``group`` (our api-server and its
+    workers). Two deployments started at once can both find the port free (``_api_port``); the
+    first api-server to bind it then answers the other's health check too, and the other's
+    users sign in to the wrong Airflow. True where /proc cannot tell (not Linux)."""
+    groups = listening_groups(port)
+    return groups is None or group in groups
+
+
+def listening_groups(port: int) -> set[int] | None:
+    """The process groups of the processes listening on TCP ``port`` that this user can see
+    (from /proc/net/tcp and tcp6 and each process's open files); None without /proc/net/tcp."""
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as rows:
+                next(rows, None)
+                for row in rows:
+                    fields = row.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                        sockets.add(f"socket:[{fields[9]}]")
+        except FileNotFoundError:
+            if table == "/proc/net/tcp":
+                return None
+    groups = set()
+    for process in os.scandir("/proc") if sockets else ():
+        if not process.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd.path) in sockets for fd in os.scandir(f"{process.path}/fd")):
+                groups.add(os.getpgid(int(process.name)))
+        except OSError:  # gone, or another user's
+            continue
+    return groups
+
+
+def _start_elsewhere(state: dict, pids: dict[str, int], binary: str, logs: Path) -> dict[str, int]:
+    """Our api-server lost its port to another process: stop the components (each carries the
+    API's address), take a free port (saved and said) and start them again; their new pids."""
+    for group in pids.values():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while any(pid_alive(group) for group in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for group in pids.values():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    busy, state["port"] = state["port"], _free_port(0)
+    _save_state(state)
+    print(f"port {busy} was taken by another process as Airflow's API started; it serves on port "
+          f"{state['port']}", flush=True)
+    env = _full_env(state)
+    pids = {name: _start_component(binary, name, env, logs) for name in COMPONENTS}
+    _pids_path().write_text(json.dumps(pids))
+    return pids
 
 
 def _api_port(state: dict) -> int:
