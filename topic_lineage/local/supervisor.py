@@ -438,17 +438,18 @@ def _start_component(binary: str, name: str, env: dict, logs: Path) -> int:
 
 
 def _answers_for(port: int, group: int) -> bool:
-    """Whether what listens on ``port`` is process group ``group`` (our api-server and its
+    """Whether only process group ``group`` listens on ``port`` (our api-server and its
     workers). Two deployments started at once can both find the port free (``_api_port``); the
     first api-server to bind it then answers the other's health check too, and the other's
     users sign in to the wrong Airflow. True where /proc cannot tell (not Linux)."""
     groups = listening_groups(port)
-    return groups is None or group in groups
+    return groups is None or groups == {group}
 
 
 def listening_groups(port: int) -> set[int] | None:
-    """The process groups of the processes listening on TCP ``port`` that this user can see
-    (from /proc/net/tcp and tcp6 and each process's open files); None without /proc/net/tcp."""
+    """The process groups of the processes listening on TCP ``port`` (from /proc/net/tcp and
+    tcp6 and each process's open files), with ``-1`` for a listening socket of no process this
+    user can see (another user's); None without /proc/net/tcp."""
     sockets = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -461,16 +462,18 @@ def listening_groups(port: int) -> set[int] | None:
         except FileNotFoundError:
             if table == "/proc/net/tcp":
                 return None
-    groups = set()
+    groups, seen = set(), set()
     for process in os.scandir("/proc") if sockets else ():
         if not process.name.isdigit():
             continue
         try:
-            if any(os.readlink(fd.path) in sockets for fd in os.scandir(f"{process.path}/fd")):
+            held = {link for fd in os.scandir(f"{process.path}/fd") if (link := os.readlink(fd.path)) in sockets}
+            if held:
                 groups.add(os.getpgid(int(process.name)))
+                seen |= held
         except OSError:  # gone, or another user's
             continue
-    return groups
+    return groups | ({-1} if sockets - seen else set())
 
 
 def _start_elsewhere(state: dict, pids: dict[str, int], binary: str, logs: Path) -> dict[str, int]:
