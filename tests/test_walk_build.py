@@ -299,3 +299,57 @@ def test_a_task_runs_without_the_cycle_collector_and_gives_it_back(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _ranges_and_walk(version: str) -> tuple[list[dict], dict]:
+    """The range tasks' summaries of cluster A's split walk in ``version``, and its walk's."""
+    summary = wh.read_manifest(version)["walk_tasks"][A_HISTORY[0].cluster_id]
+    return summary["ranges"], summary
+
+
+def test_a_split_clusters_walk_runs_beside_its_last_range(spark, tl_home, monkeypatch):
+    """Issue #53: on a session of two task slots a split cluster's walk starts once every range
+    task has started and a slot is free; it walks the steps already written and waits for the
+    rest. Cluster A in ranges of one snapshot, the last one of 80,000 topics (its range is by far
+    the slowest): the walk started before that range ended. With ``TOPIC_LINEAGE_EARLY_WALK=0``
+    it starts after every range has ended; both versions' tables are the same."""
+    from topic_lineage.topic_id import canonical
+
+    big = snap(5, *(topic(f"t{i}", canonical((i + 1).to_bytes(16, "big"))) for i in range(80_000)))
+    stored(*A_HISTORY, big)
+    monkeypatch.setenv(walk_job.RANGE_FILES_ENV, "1")
+    early = build_version(spark, full_refresh=True).version
+    ranges, walked = _ranges_and_walk(early)
+    assert len(ranges) == 6 and walked["walked"] == sum(r["walked"] for r in ranges) > 80_000
+    last = ranges[-1]
+    assert walked["started_at"] < last["started_at"] + last["seconds"], (walked, last)
+
+    monkeypatch.setenv(walk_job.EARLY_WALK_ENV, "0")
+    after = build_version(spark, full_refresh=True).version
+    ranges, walked = _ranges_and_walk(after)
+    assert walked["started_at"] >= max(r["started_at"] + r["seconds"] for r in ranges) - 0.002, (walked, ranges)
+    for table in t.TABLES:
+        def read(v, table=table):
+            return spark.read.parquet(str(wh.version_path(v, table))).select(*t.ddl_columns(t.TABLE_DDL[table]))
+        assertDataFrameEqual(read(early), read(after))
+
+
+@pytest.mark.timeout(300)  # a walk left waiting would hang the build
+def test_a_range_that_fails_cancels_the_walk_waiting_for_it(spark, tl_home, monkeypatch):
+    """The walk waiting beside the ranges never gets the steps of a range whose file is not one
+    snapshot: the build raises that range's error naming the file (not a hang, not the walk's
+    error), publishes nothing, and the session builds again once the file is quarantined."""
+    files = stored(*A_HISTORY)
+    path = t.snapshots_dir() / files[-1]
+    rows = pq.read_table(path)
+    later = rows.set_column(rows.schema.get_field_index(t.CAPTURED_AT), t.CAPTURED_AT,
+                            pa.compute.add(rows.column(t.CAPTURED_AT), pa.scalar(1_000_000, pa.duration("us"))))
+    pq.write_table(pa.concat_tables([rows, later.cast(rows.schema)]), path)
+    monkeypatch.setenv(walk_job.RANGE_FILES_ENV, "1")
+    with pytest.raises(CorruptSnapshotFileError, match="more than one snapshot") as raised:
+        build_version(spark)
+    assert str(path) in str(raised.value)
+    assert wh.current_version() is None
+    path.unlink()  # what quarantine does to the store
+    version = build_version(spark).version
+    assert len(_ranges_and_walk(version)[0]) == 4

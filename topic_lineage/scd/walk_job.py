@@ -48,12 +48,15 @@ from topic_lineage.scd import groups, walk
 from topic_lineage.scd.hold import HoldPolicy
 
 SUMMARY_DDL = (
-    "cluster_id STRING, part STRING, snapshots BIGINT, first_file STRING, walked BIGINT, continued BOOLEAN, seconds DOUBLE, "
+    "cluster_id STRING, part STRING, snapshots BIGINT, first_file STRING, walked BIGINT, continued BOOLEAN, "
+    "started_at DOUBLE, seconds DOUBLE, "
     "host STRING, pid INT, executor STRING, peak_rss_mib DOUBLE, error_path STRING, error STRING"
 )
 """What each task reports: its cluster, the snapshot files it walked (how many, the first: the
-rest follow it in time order) and their observations, whether it continued a saved walk, where it ran and its worker's peak resident set; or the stored file it
-could not read (a clear error for the driver to raise, not a task failure Spark would retry)."""
+rest follow it in time order) and their observations, whether it continued a saved walk, when
+it started (the epoch's seconds) and for how long, where it ran and its worker's peak resident
+set; or the stored file it could not read (a clear error for the driver to raise, not a task
+failure Spark would retry)."""
 
 _READ_AHEAD = 8
 """Snapshot files read ahead of the walk (in threads: pyarrow decodes without the GIL)."""
@@ -159,6 +162,7 @@ class WalkTask:
     first_file: str | None
     groups: Span | None = None
     snapshot_dir: str = ""  # the cluster's partition of the store (its group files' snapshots)
+    early: bool = False  # runs beside its cluster's last ranges: waits for each steps file
 
 
 def part_name(cluster_id: str, version: str, suffix: str = "") -> str:
@@ -179,10 +183,11 @@ RANGE_BYTES = 32 * 2**20
 files instead, as the property tests do at 2)."""
 
 
-def split_task(task: ClusterTask) -> list[ClusterTask]:
+def split_task(task: ClusterTask, extra: int = 0) -> list[ClusterTask]:
     """The task itself when its cluster is walked whole, else one task per range of its files to
     walk (those after ``continue_after``), each given the file before it. Either way without
-    the driver's ``paths``: what a task is sent does not grow with the history."""
+    the driver's ``paths``: what a task is sent does not grow with the history. ``extra``: that
+    many more ranges than the size gives (a split by size only; :func:`run`)."""
     files = task.paths[task.continue_after:]
     by_files = os.environ.get(RANGE_FILES_ENV)
     if by_files:
@@ -190,6 +195,7 @@ def split_task(task: ClusterTask) -> list[ClusterTask]:
     else:
         limit = int(os.environ.get(RANGE_BYTES_ENV) or RANGE_BYTES)
         ranges = -(-task.input_bytes // max(1, limit))
+        ranges += extra if ranges > 1 else 0
         size = -(-len(files) // max(1, ranges)) if ranges > 1 else len(files)
     if len(files) <= size:
         return [replace(task, paths=())]
@@ -222,22 +228,35 @@ def run(spark, tasks: list[ClusterTask], *, beside_walks=None) -> list[dict]:
     job: a task per cluster walks its ranges' steps in time order, which costs Python work only
     for what changed between snapshots. Every ``topic_snapshots`` file is written by the first
     job; ``beside_walks()`` (what the driver can do with them meanwhile) runs in a thread of the
-    driver while the second one runs, and is waited for before this returns or raises."""
+    driver while the second one runs, and is waited for before this returns or raises.
+
+    The largest split cluster's walk does not wait for the first job to end when the session
+    has two task slots or more (a classic session; ``$TOPIC_LINEAGE_EARLY_WALK=0`` turns it off):
+    it is a job of its own, submitted right after the first, so Spark's FIFO scheduler starts it
+    only once every range task has started and a slot is free. It walks the steps already
+    written and waits for the rest, so the walk pass runs beside the last ranges instead of
+    after them. That cluster gets one range more when the first job's tasks would otherwise
+    fill its last wave of slots (no slot would be free for the walk until its end). A failed
+    first job cancels it. One waiting task at most: whatever fails, a retried range task finds
+    a slot the walk does not hold."""
     if not tasks:
         return []
-    parts = {task.cluster_id: split_task(task) for task in tasks}
+    parts, early = split_tasks(tasks, _task_slots(spark))
     plan = sorted((part for ranges in parts.values() for part in ranges),
                   key=lambda task: (-task.input_bytes, task.cluster_id))  # largest first
-    started = time.monotonic()
-    summaries = _run_job(spark, plan)
-    first_job = round(time.monotonic() - started, 3)
     walks = [WalkTask(
         cluster_id=task.cluster_id, steps=tuple(p.steps_out for p in parts[task.cluster_id]),
         base_state=task.base_state if task.continue_after else None,
         version=task.version, out=task.out, state_out=task.state_out, policy=task.policy, home=task.home,
         snapshots=len(task.paths) - task.continue_after, first_file=next(iter(task.paths[task.continue_after:]), None),
-        groups=task.groups, snapshot_dir=task.span.directory,
+        groups=task.groups, snapshot_dir=task.span.directory, early=task.cluster_id == early,
     ) for task in tasks if len(parts[task.cluster_id]) > 1]
+    started = time.monotonic()
+    if early is None:
+        summaries, early_walk = _run_job(spark, plan), None
+    else:
+        summaries, early_walk = _with_early_walk(spark, plan, [w for w in walks if w.early])
+    first_job = round(time.monotonic() - started, 3)
     if not walks:
         return summaries
     ranges = {}
@@ -249,8 +268,13 @@ def run(spark, tasks: list[ClusterTask], *, beside_walks=None) -> list[dict]:
     if beside is not None:
         beside.start()
     try:
-        walked = _run_job(spark, walks)
+        later = [w for w in walks if not w.early]
+        walked = _run_job(spark, later) if later else []
+        if early_walk is not None:
+            walked = early_walk.summaries() + walked
     finally:
+        if early_walk is not None:
+            early_walk.cancel()  # nothing once it ended
         if beside is not None:
             beside.join()
     second_job = round(time.monotonic() - started, 3)
@@ -263,6 +287,86 @@ def run(spark, tasks: list[ClusterTask], *, beside_walks=None) -> list[dict]:
     home = storage.home()
     home.remove_tree(f"{home.name_of(walks[0].out)}/{STEPS_DIR}")  # empty: each walk removed its own
     return [s for s in summaries if s["part"] is None] + walked
+
+
+EARLY_WALK_ENV = "TOPIC_LINEAGE_EARLY_WALK"
+
+
+def _task_slots(spark) -> int:
+    """How many tasks the session runs at once (1 where it cannot say: Spark Connect)."""
+    context = _classic_context(spark)
+    return max(1, context.defaultParallelism) if context is not None else 1
+
+
+def split_tasks(tasks: list[ClusterTask], slots: int) -> tuple[dict[str, list[ClusterTask]], str | None]:
+    """Each cluster's tasks (:func:`split_task`) on a session of ``slots`` task slots, and the
+    split cluster whose walk runs beside the first job (:func:`run`): the largest, when there are
+    two slots or more. It gets one range more when the first job's tasks would fill every slot
+    of their last wave: then a slot is free for its walk while the last ranges run."""
+    parts = {task.cluster_id: split_task(task) for task in tasks}
+    split = [ranges for ranges in parts.values() if len(ranges) > 1]
+    if slots < 2 or not split or os.environ.get(EARLY_WALK_ENV, "1") == "0":
+        return parts, None
+    early = max(split, key=lambda ranges: (sum(r.input_bytes for r in ranges), ranges[0].cluster_id))[0].cluster_id
+    if sum(map(len, parts.values())) % slots == 0:
+        parts[early] = split_task(next(task for task in tasks if task.cluster_id == early), extra=1)
+    return parts, early
+
+
+class _Job:
+    """A job run from a driver thread of its own under a job group of its own (so the driver
+    can tell when Spark has it, and cancel it)."""
+
+    def __init__(self, spark, plan: list, what: str):
+        import uuid
+
+        from pyspark.util import InheritableThread
+
+        self.spark, self.plan = spark, plan
+        self.group = f"topic-lineage-{what}-{uuid.uuid4().hex[:12]}"
+        self._result: list[dict] | None = None
+        self._error: BaseException | None = None
+        self._thread = InheritableThread(self._run, name=self.group, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        context = _classic_context(self.spark)
+        context.setJobGroup(self.group, self.group, interruptOnCancel=True)
+        try:
+            self._result = _run_job(self.spark, self.plan)
+        except BaseException as exc:  # noqa: BLE001 - raised where summaries() is called
+            self._error = exc
+
+    def submitted(self) -> bool:
+        """Whether Spark has the job (or the thread ended before it did)."""
+        tracker = _classic_context(self.spark).statusTracker()
+        return bool(tracker.getJobIdsForGroup(self.group)) or not self._thread.is_alive()
+
+    def summaries(self) -> list[dict]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def cancel(self) -> None:
+        if self._thread.is_alive():
+            _classic_context(self.spark).cancelJobGroup(self.group)
+        self._thread.join()
+
+
+def _with_early_walk(spark, plan: list, early: list[WalkTask]) -> tuple[list[dict], _Job]:
+    """The first job's summaries, its split cluster's walk (``early``) running as a job of its
+    own, submitted once Spark has the first (:func:`run`); on any failure of the first job the
+    walk is cancelled before it is raised."""
+    first = _Job(spark, plan, "walk-ranges")
+    while not first.submitted():
+        time.sleep(0.002)
+    walk_ = _Job(spark, early, "early-walk")
+    try:
+        return first.summaries(), walk_
+    except BaseException:
+        walk_.cancel()
+        raise
 
 
 def _run_job(spark, plan: list) -> list[dict]:
@@ -365,7 +469,7 @@ def _arrow_tasks(plan: list, batches):
 def _summary(task, snapshots: int, first_file: str | None, continued: bool) -> dict:
     import socket
 
-    return {"cluster_id": task.cluster_id, "part": _part(task),
+    return {"cluster_id": task.cluster_id, "part": _part(task), "started_at": round(time.time(), 3),
             "snapshots": snapshots, "first_file": first_file, "walked": 0, "continued": continued,
             "host": socket.gethostname(), "pid": os.getpid(), "executor": executor_of_this_worker()[1],
             "error_path": None, "error": None}
@@ -549,7 +653,8 @@ def walk_steps(task: WalkTask) -> dict:
         walk_ = walk_ or walk.ClusterWalk(task.cluster_id, task.policy)
         with _reported(summary):
             for name in task.steps:
-                for step in decode_steps(_read(home, name)):
+                data = _when_written(home, name) if task.early else _read(home, name)
+                for step in decode_steps(data):
                     _walk(walk_, name, lambda: walk_.step(step))  # noqa: B023 - called here
         if summary["error"] is None:
             _write_walk(home, task, walk_, task.snapshot_dir, summary)
@@ -639,6 +744,24 @@ def _read(home, name: str) -> bytes:
     data = home.read_bytes(home.name_of(name))
     if data is None:
         raise FileNotFoundError(name)
+    return data
+
+
+STEPS_WAIT_S = 3600.0
+"""How long an early walk (:func:`run`) waits for one range's steps: the ranges it waits for
+are running when it starts, and a failed first job cancels it, so this only bounds a task
+whose driver is gone."""
+
+
+def _when_written(home, name: str) -> bytes:
+    """The whole of a steps file a range task is writing (every file is written whole: it is
+    there or not), once it is there."""
+    deadline, pause = time.monotonic() + STEPS_WAIT_S, 0.002
+    while (data := home.read_bytes(home.name_of(name))) is None:
+        if time.monotonic() > deadline:
+            raise WalkTaskError(f"the walk waited {STEPS_WAIT_S:.0f} s for {name}, which its range task did not write")
+        time.sleep(pause)
+        pause = min(0.05, pause * 1.5)
     return data
 
 
