@@ -290,6 +290,7 @@ def run(spark, tasks: list[ClusterTask], *, beside_walks=None) -> list[dict]:
 
 
 EARLY_WALK_ENV = "TOPIC_LINEAGE_EARLY_WALK"
+"""``0``: no walk beside the first job (:func:`run`), and the ranges the size gives."""
 
 
 def _task_slots(spark) -> int:
