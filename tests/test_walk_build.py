@@ -79,11 +79,23 @@ def built(spark) -> str:
 
 def assert_equals_full_refresh(spark, version):
     """Every table of ``version`` equals a full refresh of the same store."""
-    full = build_version(spark, full_refresh=True).version
+    assert_same_tables(spark, version, build_version(spark, full_refresh=True).version)
+
+
+def assert_same_tables(spark, version, other):
+    """Every table of ``version`` equals the same table of ``other``."""
     for table in t.TABLES:
         def read(v, table=table):
             return spark.read.parquet(str(wh.version_path(v, table))).select(*t.ddl_columns(t.TABLE_DDL[table]))
-        assertDataFrameEqual(read(version), read(full))
+        assertDataFrameEqual(read(version), read(other))
+
+
+def holding_two_snapshots(path: Path) -> None:
+    """Rewrite the store file ``path`` to hold its snapshot twice, a second later the second time."""
+    rows = pq.read_table(path)
+    later = rows.set_column(rows.schema.get_field_index(t.CAPTURED_AT), t.CAPTURED_AT,
+                            pa.compute.add(rows.column(t.CAPTURED_AT), pa.scalar(1_000_000, pa.duration("us"))))
+    pq.write_table(pa.concat_tables([rows, later.cast(rows.schema)]), path)
 
 
 def test_an_incremental_build_continues_the_saved_walk_with_the_new_files_only(spark, tl_home, reads):
@@ -176,10 +188,7 @@ def test_a_store_file_holding_two_snapshots_is_an_error_naming_it(spark, tl_home
     and time); a file that holds two stops the build before anything is published."""
     first, _ = stored(*A_HISTORY[:2])
     path = t.snapshots_dir() / first
-    rows = pq.read_table(path)
-    later = rows.set_column(rows.schema.get_field_index(t.CAPTURED_AT), t.CAPTURED_AT,
-                            pa.compute.add(rows.column(t.CAPTURED_AT), pa.scalar(1_000_000, pa.duration("us"))))
-    pq.write_table(pa.concat_tables([rows, later.cast(rows.schema)]), path)
+    holding_two_snapshots(path)
     with pytest.raises(CorruptSnapshotFileError, match="more than one snapshot") as raised:
         build_version(spark)
     assert str(path) in str(raised.value)
@@ -328,10 +337,7 @@ def test_a_split_clusters_walk_runs_beside_its_last_range(spark, tl_home, monkey
     after = build_version(spark, full_refresh=True).version
     ranges, walked = _ranges_and_walk(after)
     assert walked["started_at"] >= max(r["started_at"] + r["seconds"] for r in ranges) - 0.002, (walked, ranges)
-    for table in t.TABLES:
-        def read(v, table=table):
-            return spark.read.parquet(str(wh.version_path(v, table))).select(*t.ddl_columns(t.TABLE_DDL[table]))
-        assertDataFrameEqual(read(early), read(after))
+    assert_same_tables(spark, early, after)
 
 
 @pytest.mark.timeout(300)  # a walk left waiting would hang the build
@@ -341,10 +347,7 @@ def test_a_range_that_fails_cancels_the_walk_waiting_for_it(spark, tl_home, monk
     error), publishes nothing, and the session builds again once the file is quarantined."""
     files = stored(*A_HISTORY)
     path = t.snapshots_dir() / files[-1]
-    rows = pq.read_table(path)
-    later = rows.set_column(rows.schema.get_field_index(t.CAPTURED_AT), t.CAPTURED_AT,
-                            pa.compute.add(rows.column(t.CAPTURED_AT), pa.scalar(1_000_000, pa.duration("us"))))
-    pq.write_table(pa.concat_tables([rows, later.cast(rows.schema)]), path)
+    holding_two_snapshots(path)
     monkeypatch.setenv(walk_job.RANGE_FILES_ENV, "1")
     with pytest.raises(CorruptSnapshotFileError, match="more than one snapshot") as raised:
         build_version(spark)

@@ -479,15 +479,7 @@ def listening_groups(port: int) -> set[int] | None:
 def _start_elsewhere(state: dict, pids: dict[str, int], binary: str, logs: Path) -> dict[str, int]:
     """Our api-server lost its port to another process: stop the components (each carries the
     API's address), take a free port (saved and said) and start them again; their new pids."""
-    for group in pids.values():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while any(pid_alive(group) for group in pids.values()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    for group in pids.values():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
+    _end_groups(pids.values(), 30)
     busy, state["port"] = state["port"], _free_port(0)
     _save_state(state)
     print(f"port {busy} was taken by another process as Airflow's API started; it serves on port "
@@ -524,21 +516,24 @@ def stop(timeout_s: float = 30) -> list[str]:
     return stopped
 
 
+def _end_groups(groups, timeout_s: float) -> None:
+    """Terminate the process groups ``groups`` (each a component's pid), wait up to
+    ``timeout_s`` for them to end, then kill what is left."""
+    groups = list(groups)
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while any(pid_alive(group) for group in groups) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+
+
 def _stop_components(timeout_s: float) -> list[str]:
     pids = _running_pids()
-    for pid in pids.values():
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + timeout_s
-    while any(pid_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    for pid in pids.values():
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    _end_groups(pids.values(), timeout_s)
     _pids_path().unlink(missing_ok=True)
     from topic_lineage.local import spark_server  # long-lived Spark for queries (issue #16)
 
