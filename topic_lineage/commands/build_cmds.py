@@ -261,11 +261,16 @@ def format_rows(names: list[str], rows: list, fmt: str) -> str:
     return "\n".join(lines)
 
 
-def render_rows(df, fmt: str) -> str:
-    """A Spark DataFrame's rows as text (:func:`format_rows`)."""
+def printed_rows(df) -> tuple[list[str], list[list]]:
+    """A Spark DataFrame's column names and rows as the Spark engine prints them (one job)."""
     df = _printable(df)
     names = df.columns
-    return format_rows(names, [[row[i] for i in range(len(names))] for row in df.collect()], fmt)
+    return names, [[row[i] for i in range(len(names))] for row in df.collect()]
+
+
+def render_rows(df, fmt: str) -> str:
+    """A Spark DataFrame's rows as text (:func:`format_rows`)."""
+    return format_rows(*printed_rows(df), fmt)
 
 
 def print_rows(df, fmt: str = "table", out=print) -> None:
