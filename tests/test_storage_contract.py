@@ -99,20 +99,22 @@ def test_listing_past_a_thousand_files_skips_hidden_ones(request, home, tmp_path
     with ``.`` or ``_`` only when asked. On object storage the home also lists through a proxy
     and gets the same files, following the store's continuation: S3 answers in pages of 1,000
     (two LIST requests); the emulators answer in one page where GCS and Azure page, so their
-    proxy asks for pages of 100 (tests/servers/paging_proxy.py)."""
-    for i in range(1005):
+    proxy asks for pages of 100 (tests/servers/paging_proxy.py), and 405 files (135 in each of the
+    three folders, which Azure may list one by one) are enough there (1,005 took Azurite 11 s)."""
+    kind = request.node.callspec.params["home"]
+    count = 405 if kind in ("gcs", "azure") else 1005
+    for i in range(count):
         home.path(f"many/d{i % 3}/f{i:04d}").parent.mkdir(parents=True, exist_ok=True)
         home.path(f"many/d{i % 3}/f{i:04d}").write_bytes(b"x" * (i % 7))
-    home.push_all(f"many/d{i % 3}/f{i:04d}" for i in range(1005))
+    home.push_all(f"many/d{i % 3}/f{i:04d}" for i in range(count))
     home.write_bytes("many/.hidden", "h")
     home.write_bytes("many/d0/_SUCCESS", "")
     home.write_bytes("other/f", "not under many/")
     listed = home.listing("many")
-    assert len(listed) == 1005
+    assert len(listed) == count
     assert listed["d1/f0001"][0] == 1 and listed["d0/f0006"][0] == 6
     assert set(home.listing("many", hidden=True)) - set(listed) == {".hidden", "d0/_SUCCESS"}
     assert home.listing("nothing-here") == {}
-    kind = request.node.callspec.params["home"]
     if kind == "local":
         return
     with _paging_proxy(request, kind) as (env, continued):
