@@ -102,13 +102,15 @@ def _staged_beside_the_walk_pass(home: Path, version: str) -> None:
 
 
 def test_a_refused_build_says_one_line(tmp_path, monkeypatch):
-    """A build refused (another holds the lock) prints its reason alone on stderr."""
+    """A build refused (another holds the lock) prints its reason alone on stderr, at once: it
+    starts no JVM first (here there is no Java to start)."""
     from topic_lineage import warehouse as wh
 
     monkeypatch.setenv(t.HOME_ENV, str(tmp_path))
     with wh.build_lock():
-        done = subprocess.run([CLI, "build"], check=False, capture_output=True, text=True, cwd=ROOT,
-                              env=dict(os.environ, TOPIC_LINEAGE_HOME=str(tmp_path)))
+        done = subprocess.run([CLI, "build", "--full-refresh"], check=False, capture_output=True, text=True,
+                              cwd=ROOT, env=dict(os.environ, TOPIC_LINEAGE_HOME=str(tmp_path),
+                                                 JAVA_HOME=str(tmp_path / "no-java")))
     assert done.returncode != 0
     reason = (f"topic-lineage build: error: another build is running (lock {tmp_path / 'locks' / 'build.lock'}); "
               "wait for it to finish and run the build again")

@@ -113,6 +113,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             wh.refresh_init_sql()  # main's files may have moved (another engine's compaction)
             print(decision)
             return 0
+    wh.refuse_if_building()  # at once, not after a JVM's start
     # The deployment's Spark Connect server when it runs (no JVM start), unless --master. A JVM
     # started for a small store's build lives for that build only: quick JIT (topic_lineage.spark).
     # It starts in a thread: the imports below, and a small store's walk, run meanwhile.

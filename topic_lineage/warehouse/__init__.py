@@ -30,7 +30,7 @@ retention) and :mod:`~topic_lineage.warehouse.sql` (Spark views, ``init.sql``, t
 check). Use it as ``from topic_lineage import warehouse as wh``; every name below is re-exported.
 """
 
-from topic_lineage.warehouse.locks import BuildLockedError, build_lock, reading
+from topic_lineage.warehouse.locks import BuildLockedError, build_lock, reading, refuse_if_building
 from topic_lineage.warehouse.publish import (
     PublishDecision,
     PublishOutcome,
@@ -115,6 +115,7 @@ __all__ = [
     "record_references",
     "record_verdict",
     "refresh_init_sql",
+    "refuse_if_building",
     "register_tables",
     "set_status",
     "stored_path",

@@ -28,16 +28,25 @@ def _lock_path(name: str) -> Path:
     return t.locks_dir() / f"{name}.lock"
 
 
+def _build_locked() -> BuildLockedError:
+    return BuildLockedError(f"another build is running (lock {t.locks_dir() / 'build.lock'}); wait for it "
+                            "to finish and run the build again")
+
+
 @contextlib.contextmanager
 def build_lock() -> Iterator[None]:
     """Held for the whole of a build: a second build at the same time fails at once."""
     with file_lock(_lock_path("build"), blocking=False) as acquired:
         if not acquired:
-            raise BuildLockedError(
-                f"another build is running (lock {t.locks_dir() / 'build.lock'}); wait for it to "
-                "finish and run the build again"
-            )
+            raise _build_locked()
         yield
+
+
+def refuse_if_building() -> None:
+    """Raise :class:`BuildLockedError` when a build holds the build lock now: what a build
+    checks before it starts a JVM it would not use (its :func:`build_lock` still decides)."""
+    if build_running():
+        raise _build_locked()
 
 
 def publish_lock() -> contextlib.AbstractContextManager[bool]:
