@@ -369,4 +369,3 @@ def test_a_range_that_fails_cancels_the_walk_waiting_for_it(spark, tl_home, monk
     path.unlink()  # what quarantine does to the store
     version = build_version(spark).version
     assert len(_ranges_and_walk(version)[0]) == 4
-

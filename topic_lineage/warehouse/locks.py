@@ -29,8 +29,8 @@ def _lock_path(name: str) -> Path:
 
 
 def _build_locked() -> BuildLockedError:
-    return BuildLockedError(f"another build is running (lock {t.locks_dir() / 'build.lock'}); wait for it "
-                            "to finish and run the build again")
+    return BuildLockedError(f"another build is running (lock {_lock_path('build')}); wait for it to finish "
+                            "and run the build again")
 
 
 @contextlib.contextmanager
