@@ -34,23 +34,54 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 cd "$(dirname "$0")/.."
 installs_started=$(date +%s%N)
-bash scripts/timed.sh install bash scripts/install.sh
+# The installs run side by side where they share nothing (issue #52: a fresh clone's installs
+# within 3 minutes; one after another, most of them left a core idle, waiting on a JVM, Maven, a
+# linker or the package index): dbt's venv from the start, SeaweedFS and the emulators (Go, npm)
+# beside Kafka 3.9's jars and the Iceberg peers once .venv/ is there. The steps that run Maven
+# stay one after another (Maven 3.8 does not lock its local repository between processes). A
+# step that fails ends the run (exit 1) once the others started beside it are done.
+beside=()
+names=()
+run_beside() {  # NAME COMMAND...: run in the background; await_beside waits for it
+  names+=("$1")
+  shift
+  "$@" &
+  beside+=($!)
+}
+await_beside() {
+  local i failed=0
+  for i in "${!beside[@]}"; do
+    if ! wait "${beside[$i]}"; then
+      echo "install step failed: ${names[$i]}" >&2
+      failed=1
+    fi
+  done
+  beside=()
+  names=()
+  [ "$failed" = 0 ] || exit 1
+}
+if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_DBT:-}" != 1 ]; then
+  run_beside dbt bash scripts/timed.sh dbt bash scripts/install_dbt.sh
+fi
+bash scripts/timed.sh install bash scripts/install.sh || { await_beside; exit 1; }
 # SeaweedFS's weed, once (Go >= the version its go.mod names; nothing when it is built)
 if [ "${TOPIC_LINEAGE_NO_SEAWEEDFS:-}" != 1 ]; then
-  bash scripts/timed.sh SeaweedFS bash scripts/install_seaweedfs.sh
+  run_beside SeaweedFS bash scripts/timed.sh SeaweedFS bash scripts/install_seaweedfs.sh
 fi
 # fake-gcs-server and Azurite, once (nothing when they are there)
 if [ "${TOPIC_LINEAGE_NO_EMULATORS:-}" != 1 ]; then
-  bash scripts/timed.sh emulators bash scripts/install_emulators.sh
+  run_beside emulators bash scripts/timed.sh emulators bash scripts/install_emulators.sh
 fi
-# The live capture and consumer-group tests also run against Kafka 3.9 (tests/conftest.py).
-bash scripts/timed.sh "Kafka 3.9's jars" .venv/bin/python -m topic_lineage.local.kafka_dist --with-compat
-if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_DBT:-}" != 1 ]; then
-  bash scripts/timed.sh dbt bash scripts/install_dbt.sh
-fi
-if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-}" != 1 ]; then
-  bash scripts/timed.sh "Iceberg peers" bash scripts/install_iceberg_peers.sh
-fi
+maven_steps() {  # each step's failure returned (set -e does not hold in a function under ||)
+  # The live capture and consumer-group tests also run against Kafka 3.9 (tests/conftest.py).
+  bash scripts/timed.sh "Kafka 3.9's jars" .venv/bin/python -m topic_lineage.local.kafka_dist --with-compat \
+    || return
+  if [ ${#fast[@]} = 0 ] && [ "${TOPIC_LINEAGE_NO_ICEBERG_PEERS:-}" != 1 ]; then
+    bash scripts/timed.sh "Iceberg peers" bash scripts/install_iceberg_peers.sh || return
+  fi
+}
+maven_steps || { await_beside; exit 1; }
+await_beside
 # The Data Docs and UI browser tests drive Debian's headless Chromium.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "installing Debian's chromium for the browser tests"
