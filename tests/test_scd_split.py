@@ -166,17 +166,23 @@ def test_a_store_that_changed_under_the_build_is_one_clear_error(tmp_path):
 def test_the_largest_split_cluster_gets_a_slot_for_its_walk_beside_its_last_ranges(monkeypatch):
     """With two task slots or more the largest split cluster's walk runs beside the first job
     (``walk_job.run``); when that job's tasks would fill every slot of their last wave, the
-    cluster gets one range more, so a slot is free for the walk. One slot, or
-    ``TOPIC_LINEAGE_EARLY_WALK=0``: the ranges the size gives, no early walk."""
+    cluster gets one range more, so a slot is free for the walk. Its last range, the one the
+    walk waits for, is about half the size of the others, and launched last (the plan puts
+    the largest tasks first). One slot, or ``TOPIC_LINEAGE_EARLY_WALK=0``: the ranges the size
+    gives, of one size, no early walk."""
     monkeypatch.setenv(walk_job.RANGE_BYTES_ENV, str(32 * 2**20))
     big = _task(_paths(894))  # 268 MB of files: 8 ranges
     small = replace(_task(_paths(10)), cluster_id="small")  # one task
     ranges = {slots: walk_job.split_tasks([big, small], slots) for slots in (1, 2, 3)}
     assert {c: len(r) for c, r in ranges[1][0].items()} == {"c": 8, "small": 1} and ranges[1][1] is None
+    assert {r.span.count for r in ranges[1][0]["c"][:-1]} == {112} and ranges[1][0]["c"][-1].span.count == 110
     assert {c: len(r) for c, r in ranges[2][0].items()} == {"c": 8, "small": 1} and ranges[2][1] == "c"  # 9 tasks
+    assert [r.span.count for r in ranges[2][0]["c"]] == [120] * 7 + [54]  # 7.5 shares of 894 files
     parts, early = walk_job.split_tasks([big], 2)  # 8 tasks on 2 slots: one more range
     assert len(parts["c"]) == 9 and early == "c"
+    assert [r.span.count for r in parts["c"]] == [106] * 8 + [46]  # 8.5 shares
     assert sum(r.span.count for r in parts["c"]) == 894
+    assert walk_job.launch_order(parts)[-1] is parts["c"][-1]
     assert [walk_job.stamp_of(r.previous) for r in parts["c"][1:]] == [r.span.last for r in parts["c"][:-1]]
     assert len(walk_job.split_tasks([big], 4)[0]["c"]) == 9  # 8 on 4 slots: a full last wave too
     assert len(walk_job.split_tasks([big], 3)[0]["c"]) == 8
