@@ -243,9 +243,8 @@ def run(spark, tasks: list[ClusterTask], *, beside_walks=None) -> list[dict]:
     written and waits for the rest, so the walk pass runs beside the last ranges instead of
     after them. That cluster gets one range more when the first job's tasks would otherwise
     fill its last wave of slots (no slot would be free for the walk until its end), and a short
-    last range (:func:`split_tasks`). A failed
-    first job cancels it. One waiting task at most: whatever fails, a retried range task finds
-    a slot the walk does not hold."""
+    last range (:func:`split_tasks`). A failed first job cancels it. One waiting task at most:
+    whatever fails, a retried range task finds a slot the walk does not hold."""
     if not tasks:
         return []
     parts, early = split_tasks(tasks, _task_slots(spark))
