@@ -14,6 +14,10 @@ what the suite's time is made of on a machine it keeps busy. A server a session 
 counts with the files that ran while it lived; a process that left the tree alive counts as long
 as it lives, if the tree held it when last looked at (every second); one that lived and left
 between two looks is missed.
+
+Each file also gets the worker that ran it and when (``from_s`` and ``to_s``, seconds from the
+start of the run): which files ran beside which, and when a worker ran out of files while the
+other still ran its last.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ _STARTED = time.monotonic()
 _CPU: dict[str, float] = defaultdict(float)  # this process's files: their process tree's CPU-seconds
 _RUNNING: list = []  # [file, the tree's CPU-seconds when it started] of the file running here
 _RUNS_TESTS: list[bool] = [True]  # False in xdist's controller (it hears of tests its workers run)
+_SPANS: dict[str, list] = {}  # file -> [worker, wall clock when it started, when it ended]
+_BEGAN = time.time()  # the wall clock spans are reckoned from (the controller's)
 
 
 def pytest_configure(config):
@@ -114,6 +120,7 @@ def _file_ended() -> None:
     if _RUNNING:
         name, started = _RUNNING.pop()
         _CPU[name] += _tree_seconds() - started
+        _SPANS[name][2] = time.time()
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -122,6 +129,8 @@ def pytest_runtest_logstart(nodeid, location):
         return
     _file_ended()
     _RUNNING.append([name, _tree_seconds()])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    _SPANS[name] = [worker, time.time(), time.time()]
 
 
 def pytest_runtest_logreport(report):
@@ -146,6 +155,7 @@ def pytest_sessionfinish(session):
     if workeroutput is not None:  # an xdist worker: hand its fixtures' figures to the controller
         workeroutput["timing_fixtures"] = json.dumps(_FIXTURES)  # (its test reports reach it anyway)
         workeroutput["timing_cpu"] = json.dumps(_CPU)
+        workeroutput["timing_spans"] = json.dumps(_SPANS)
 
 
 def pytest_testnodedown(node, error):
@@ -156,12 +166,15 @@ def pytest_testnodedown(node, error):
         mine["seconds"] += figure["seconds"]
     for name, seconds in json.loads(output.get("timing_cpu", "{}")).items():
         _CPU[name] += seconds
+    _SPANS.update(json.loads(output.get("timing_spans", "{}")))
 
 
 def _report() -> dict:
     files = {name: {**{k: round(v, 1) for k, v in f.items()},
                     "seconds": round(f["setup"] + f["call"] + f["teardown"], 1),
-                    **({"cpu": round(_CPU[name], 1)} if name in _CPU else {})}
+                    **({"cpu": round(_CPU[name], 1)} if name in _CPU else {}),
+                    **({"worker": _SPANS[name][0], "from_s": round(_SPANS[name][1] - _BEGAN, 1),
+                        "to_s": round(_SPANS[name][2] - _BEGAN, 1)} if name in _SPANS else {})}
              for name, f in _FILES.items()}
     return {
         "wall_s": round(time.monotonic() - _STARTED, 1),
@@ -189,6 +202,13 @@ def pytest_terminal_summary(terminalreporter, config):
                                     "the files that used most:")
         for name, seconds in sorted(_CPU.items(), key=lambda item: -item[1])[:10]:
             terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {name} ({report['files'][name]['seconds']:.0f} s)")
+    ends = {}
+    for figures in report["files"].values():
+        if "worker" in figures:
+            ends[figures["worker"]] = max(ends.get(figures["worker"], 0.0), figures["to_s"])
+    if len(ends) > 1:  # a worker that ends early leaves a core to the other one's last files
+        terminalreporter.write_line("each worker's last file ended at: " + ", ".join(
+            f"{worker} {seconds:.0f} s" for worker, seconds in sorted(ends.items())))
     terminalreporter.write_line("fixtures by set-up time:")
     for name, figure in list(report["fixtures"].items())[:12]:
         terminalreporter.write_line(f"{figure['seconds']:8.1f} s  {name} ({figure['scope']}, "
