@@ -77,7 +77,8 @@ def test_a_first_start_that_fails_is_made_again_on_new_ports_and_keeps_nothing_o
     that kept the failed master's topology ID made the next master refuse to grow volumes, and
     no bucket took an object: a flake of tests/test_object_store_faults.py, 2026-11-29); the
     server then takes objects with content. The two cases run side by side: each is mostly a
-    fresh start waiting on SeaweedFS's filer to join its master (about 13 s, 0.3 CPU-seconds)."""
+    fresh start waiting on SeaweedFS's filer to join its master (about 13 s; the whole test
+    took 3.3 CPU-seconds in 18.9 s, pytest's start included)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(2) as pool:  # each server lives and ends in the thread that started it
