@@ -62,8 +62,38 @@ HEAP_KEPT_BYTES = 1536 * 2**20
 collection (the driver's heap is ``TOPIC_LINEAGE_DRIVER_MEMORY``, 4 GiB here)."""
 
 
+_DRIVER_JVM: list[str] = []
+"""One line on this worker's Spark driver JVM, once it has one: the module that started it and its
+JIT. The first ``get_spark`` of a test process starts the JVM that serves every later Spark module
+of that process, so its options are those of whichever module came first. With HotSpot's C2 too,
+the in-process Spark files used a quarter more CPU than with C1 only (issue #52, 2026-12-04, quiet
+2 cores, test_quality_expectations.py, test_quality_in_process.py and test_walk_build.py in one
+process, two runs each: 149.1 and 153.7 CPU-seconds against 121.0 and 118.2, the same wall
+time), and in a whole run one worker's JVM was started so (by tests/test_spark_standalone.py)."""
+
+
+def _note_driver_jvm(module: str) -> None:
+    from pyspark import SparkContext
+
+    if _DRIVER_JVM or SparkContext._jvm is None:
+        return
+    from py4j.protocol import Py4JError
+
+    from topic_lineage.spark import QUICK_JIT_OPTION
+
+    try:
+        arguments = list(SparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+                         .getInputArguments())
+    except Py4JError as exc:  # a test ended the JVM
+        jit = f"its options unknown ({type(exc).__name__})"
+    else:
+        jit = "C1 only" if QUICK_JIT_OPTION in arguments else "C1 and C2 (not quick_jit)"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "this process")
+    _DRIVER_JVM.append(f"{worker}: started in {module}, {jit}")
+
+
 @pytest.fixture(scope="module", autouse=True)
-def _spark_context_bounded_per_module():
+def _spark_context_bounded_per_module(request):
     """After each module: keep the local SparkContext a module started (through the ``spark``
     fixture, or a task or command run in-process) for the next modules, up to
     :data:`MODULES_PER_CONTEXT` of them and while its JVM's heap after a collection is under
@@ -83,6 +113,8 @@ def _spark_context_bounded_per_module():
     from pyspark.sql import SparkSession
 
     from topic_lineage.spark import stop
+
+    _note_driver_jvm(request.node.nodeid)
 
     context = SparkContext._active_spark_context
     if context is None:
@@ -349,6 +381,7 @@ def pytest_sessionfinish(session):
     if workeroutput is not None:  # an xdist worker: hand the lines to the controller
         workeroutput["broker_starts"] = list(_BROKER_STARTS)
         workeroutput["s3_starts"] = list(_S3_STARTS)
+        workeroutput["driver_jvms"] = list(_DRIVER_JVM)
 
 
 def _drop_handlers_of_captured_streams() -> None:
@@ -368,10 +401,12 @@ def _drop_handlers_of_captured_streams() -> None:
 def pytest_testnodedown(node, error):
     _BROKER_STARTS.extend(getattr(node, "workeroutput", {}).get("broker_starts", []))
     _S3_STARTS.extend(getattr(node, "workeroutput", {}).get("s3_starts", []))
+    _DRIVER_JVM.extend(getattr(node, "workeroutput", {}).get("driver_jvms", []))
 
 
 def pytest_terminal_summary(terminalreporter):
-    for title, lines in (("local Kafka brokers", _BROKER_STARTS), ("local S3 servers", _S3_STARTS)):
+    for title, lines in (("local Kafka brokers", _BROKER_STARTS), ("local S3 servers", _S3_STARTS),
+                         ("the test processes' Spark driver JVMs", _DRIVER_JVM)):
         if lines:
             terminalreporter.section(title)
             for line in lines:

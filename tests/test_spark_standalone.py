@@ -69,9 +69,11 @@ def finished_cluster(tmp_path_factory):
                     workers_state=[w["state"] for w in cluster.state()["workers"]])
         seen.update(master_url=cluster.master_url, ports=list(cluster.ports),
                     daemons={name: proc.pid for name, proc in cluster.processes.items()})
+        # C1 only, as conftest's ``spark`` starts it: when this is the worker's first Spark, the
+        # JVM serves the worker's later Spark modules too (tests/conftest.py, _DRIVER_JVM)
         spark = get_spark("standalone-test", master=cluster.master_url,
                           conf={**cluster.driver_conf(executor_memory="512m"),
-                                "spark.sql.shuffle.partitions": "2"})
+                                "spark.sql.shuffle.partitions": "2"}, quick_jit=True)
         try:
             seen["master_in_use"] = spark.sparkContext.master
             seen["driver_jvm_pid"] = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()

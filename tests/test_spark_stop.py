@@ -25,7 +25,7 @@ def _counted(spark, n: int) -> int:
 def test_stop_leaves_the_accumulator_servers_wait_to_a_thread_and_the_next_session_works():
     from pyspark import SparkContext
 
-    spark = get_spark("topic-lineage-stop-test", master="local[2]")
+    spark = get_spark("topic-lineage-stop-test", master="local[2]", quick_jit=True)
     assert _counted(spark, 7) == 7
     context = spark.sparkContext
     server = context._accumulatorServer
@@ -47,7 +47,7 @@ def test_stop_leaves_the_accumulator_servers_wait_to_a_thread_and_the_next_sessi
     with pytest.raises(OSError), socket.create_connection((host, port), timeout=2):
         pass  # the server is closed
 
-    again = get_spark("topic-lineage-stop-test-again", master="local[2]")
+    again = get_spark("topic-lineage-stop-test-again", master="local[2]", quick_jit=True)
     try:
         assert _counted(again, 5) == 5
     finally:
