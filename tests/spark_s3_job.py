@@ -84,8 +84,8 @@ def run(spec: dict) -> dict:
 
     from topic_lineage.spark import get_spark
 
-    spark = get_spark("spark-s3-test", master=spec.get("master", "local[2]"),
-                      conf=spec.get("conf") or {}, locations=spec.get("locations", ()))
+    spark = get_spark("spark-s3-test", master=spec.get("master", "local[2]"),  # a few rows: C1 only
+                      conf=spec.get("conf") or {}, locations=spec.get("locations", ()), quick_jit=True)
     sc = spark.sparkContext
     jvm_pid = sc._jvm.java.lang.ProcessHandle.current().pid()
     result: dict = {"session_s": time.monotonic() - started, "jvm_pid": jvm_pid,

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from tests.benchmarks.bench_scaleout import build, compare
+from tests.benchmarks.bench_small import driver_java_options
 from tests.benchmarks.run_all import bench_scaleout, table
 from tests.servers.standalone import (
     StandaloneClusterError,
@@ -27,6 +28,7 @@ from tests.servers.standalone import (
     task_placement,
 )
 from topic_lineage import tables as t
+from topic_lineage.spark import QUICK_JIT_OPTION
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +92,10 @@ def finished_cluster(tmp_path_factory):
         # as the benchmark's scale-out phase runs it (run_all --quick skips that phase: it is
         # proved here), after the same store's build on local[*]
         seen["home"] = _small_store(tmp_path_factory.mktemp("standalone-home"))
-        seen["local_build"] = build(seen["home"], "v-local", "local[*]")
+        seen["events"] = tmp_path_factory.mktemp("local-build-events")  # its Spark event log
+        seen["local_build"] = build(seen["home"], "v-local", "local[*]",
+                                    conf={"spark.eventLog.enabled": "true",
+                                          "spark.eventLog.dir": f"file://{seen['events']}"})
         with pytest.MonkeyPatch.context() as env:  # bench_scaleout sets it: restored on leaving
             env.setenv("TOPIC_LINEAGE_HOME", str(seen["home"]))
             seen["scaleout"] = bench_scaleout(
@@ -145,6 +150,9 @@ def test_a_build_walks_its_clusters_on_the_executors_and_writes_the_local_tables
     local = json.loads((seen["home"] / "warehouse" / "versions" / "v-local" / "manifest.json")
                        .read_text())["walk_tasks"]
     assert {task["executor"] for task in local.values()} == {"driver"}
+    # `python spark_jobs/build.py` started its JVM as `topic-lineage build` does: a small store,
+    # C1 only (from the local build's Spark event log)
+    assert QUICK_JIT_OPTION in driver_java_options(seen["events"]).split()
 
 
 @pytest.mark.slow

@@ -108,9 +108,10 @@ def probe_topic() -> dict:
 
 def spark_queries(repeat: int, master: str, probe: dict) -> dict:
     from topic_lineage import warehouse as wh
-    from topic_lineage.spark import get_spark
+    from topic_lineage.spark import get_spark, quick_jit_for_version
 
-    spark = get_spark("topic-lineage-bench-query", master=master)
+    # the JVM starts as `topic-lineage query --engine spark`'s does: C1 only over a small version
+    spark = get_spark("topic-lineage-bench-query", master=master, quick_jit=quick_jit_for_version(None))
     try:
         wh.register_tables(spark)
         out = {}
