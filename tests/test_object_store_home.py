@@ -231,7 +231,8 @@ def test_a_build_on_standalone_workers_that_share_no_directory(shared, s3_bucket
     executors_home.mkdir()
     monkeypatch.setenv("HOME", str(executors_home))
     store_steps(Worker(shared, tmp_path / "capture").env, *HISTORY)
-    with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=tmp_path / "cluster") as cluster:
+    with standalone_cluster(workers=2, cores_per_worker=1, memory="1g", work_dir=tmp_path / "cluster",
+                            quick_jit=True) as cluster:
         roundtrip = run_job({"action": "roundtrip", "url": s3_bucket.url("spark/x"), "rows": 5000,
                              "master": cluster.master_url, "placement": True,
                              "conf": cluster.driver_conf(executor_memory="512m"),

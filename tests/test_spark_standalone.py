@@ -66,7 +66,7 @@ def finished_cluster(tmp_path_factory):
     _stop_any_context()
     seen: dict = {"work_dir": tmp_path_factory.mktemp("standalone")}
     with _squatted_master_ports() as taken, standalone_cluster(
-            workers=2, cores_per_worker=1, memory="1g", work_dir=seen["work_dir"]) as cluster:
+            workers=2, cores_per_worker=1, memory="1g", work_dir=seen["work_dir"], quick_jit=True) as cluster:
         seen.update(squatted_port=taken, web_ui=cluster.web_ui,
                     workers_state=[w["state"] for w in cluster.state()["workers"]])
         seen.update(master_url=cluster.master_url, ports=list(cluster.ports),

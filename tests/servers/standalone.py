@@ -65,6 +65,7 @@ class Cluster:
     memory: str
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)  # name -> daemon
     ports: list[int] = field(default_factory=list)
+    quick_jit: bool = False  # the daemons and executors compile with C1 only (standalone_cluster)
 
     def log(self, name: str) -> Path:
         return self.work_dir / f"{name}.log"
@@ -92,6 +93,10 @@ class Cluster:
         archive = _archive_option()
         if archive:  # the executors are JVMs of this installation's Spark too
             conf["spark.executor.defaultJavaOptions"] = archive
+        if self.quick_jit:  # through the executors' environment: a second option would be a second word
+            from topic_lineage.spark import QUICK_JIT_OPTION
+
+            conf["spark.executorEnv.JAVA_TOOL_OPTIONS"] = QUICK_JIT_OPTION
         return conf
 
 
@@ -134,7 +139,10 @@ def _start(cluster: Cluster, name: str, *args: str) -> None:
                SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
                # Executors' Python workers must be this interpreter: tasks import topic_lineage.
                PYSPARK_PYTHON=sys.executable)
-    daemon_options = " ".join(filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS"), _archive_option()]))
+    from topic_lineage.spark import QUICK_JIT_OPTION
+
+    daemon_options = " ".join(filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS"), _archive_option(),
+                                            QUICK_JIT_OPTION if cluster.quick_jit else ""]))
     if daemon_options:
         env["SPARK_DAEMON_JAVA_OPTS"] = daemon_options
     env.pop("PYSPARK_GATEWAY_PORT", None)  # never a driver's, should this process be one
@@ -231,19 +239,23 @@ def _stop(cluster: Cluster, timeout_s: float) -> None:
 @contextlib.contextmanager
 def standalone_cluster(workers: int = 2, cores_per_worker: int = 1, memory: str = "2g",
                        work_dir: Path | str | None = None, *, timeout_s: float = 120,
-                       stop_timeout_s: float = 30) -> Iterator[Cluster]:
+                       stop_timeout_s: float = 30, quick_jit: bool = False) -> Iterator[Cluster]:
     """Start a master and ``workers`` workers (each offering ``cores_per_worker`` cores and
     ``memory``) on free loopback ports; yield the :class:`Cluster` once the master counts every
     worker ALIVE; stop every process it started on exit. ``work_dir`` (default: a new temporary
     directory, kept) holds the daemons' logs and the workers' application directories. Stop a
-    SparkSession on the cluster before leaving: its driver would otherwise wait for executors."""
+    SparkSession on the cluster before leaving: its driver would otherwise wait for executors.
+
+    ``quick_jit``: the daemons, and the executors of a driver given :meth:`Cluster.driver_conf`,
+    compile with C1 only (:data:`topic_lineage.spark.QUICK_JIT_OPTION`), as the tests' drivers do:
+    the tests' jobs are small. The benchmarks' clusters keep HotSpot's default, as a user's do."""
     if workers < 1 or cores_per_worker < 1:
         raise ValueError("a standalone cluster needs at least one worker with at least one core")
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="tl-standalone-"))
     work.mkdir(parents=True, exist_ok=True)
     port, ui = _free_port(), _free_port()
     cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui}", work, workers,
-                      cores_per_worker, memory, ports=[port, ui])
+                      cores_per_worker, memory, ports=[port, ui], quick_jit=quick_jit)
     try:
         _start(cluster, "master", MASTER_CLASS, "--host", HOST, "--port", str(port),
                "--webui-port", str(ui))
