@@ -36,14 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(1)  # topic-lineage's progress in the task's log, not every library's
     from topic_lineage.pipeline import import_in_background
     from topic_lineage.scd.build import build_version, hold_policy
-    from topic_lineage.spark import get_spark, quick_jit_for_store
+    from topic_lineage.spark import get_spark, quick_jit_for_store, starts_a_jvm
     from topic_lineage.spark import stop as stop_spark
 
     # $TOPIC_LINEAGE_DRIVER_MEMORY and, for a small store, the quick JIT take effect when this
     # process starts the JVM (python build.py), as for `topic-lineage build`; spark-submit starts
-    # it before (Airflow's build task gives it the same options, topic_lineage.airflow.operators).
+    # it before (Airflow's build task gives it the same options, topic_lineage.airflow.operators),
+    # and the store is then not listed for an option without effect.
     import_in_background(gate=args.publish)  # while the JVM starts and the build runs
-    spark = get_spark("topic-lineage-build", quick_jit=quick_jit_for_store())
+    spark = get_spark("topic-lineage-build", quick_jit=starts_a_jvm() and quick_jit_for_store())
     try:
         info = build_version(
             spark, args.version_id, args.full_refresh,

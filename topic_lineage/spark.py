@@ -260,6 +260,15 @@ def get_spark(app_name: str = "topic-lineage", master: str | None = None, conf: 
     return spark
 
 
+def starts_a_jvm() -> bool:
+    """Whether this process's next session starts a JVM (none runs yet, and no spark-submit
+    started one for it): only then do the driver's JVM options (:func:`driver_java_options`)
+    take effect."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is None and not os.environ.get("PYSPARK_GATEWAY_PORT")
+
+
 def session_running() -> bool:
     """Whether this process runs a classic Spark session already (a notebook's, a test's): a
     command run inside it (:func:`topic_lineage.cli.main`) uses that session and leaves it
@@ -320,8 +329,7 @@ def _quiet_gateway(builder) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT") \
-            or os.environ.get(SPARK_LOGS_ENV) == "1":
+    if not starts_a_jvm() or os.environ.get(SPARK_LOGS_ENV) == "1":
         return
     conf = SparkConf()
     for key, value in builder._options.items():  # what getOrCreate would give spark-submit
