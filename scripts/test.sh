@@ -7,7 +7,9 @@
 # stays on one worker; TOPIC_LINEAGE_TEST_WORKERS=0 runs everything in this process). Default: 2
 # for the whole suite, which keeps two cores busy (a third worker: 3% faster, load average 8);
 # 3 for --fast, whose short tests leave a core idle a sixth of the time with two (issue #52,
-# 2026-11-29, 2 cores: 351 s with two workers, 84% busy; 308 s with three, 97% busy).
+# 2026-11-29, 2 cores: 351 s with two workers, 84% busy; 308 s with three, 97% busy). The whole
+# suite adds a waiting lane, one worker more for the few files that mostly wait
+# (TOPIC_LINEAGE_WAITING_LANE=1, tests/waiting_lane.py; 0 turns it off, --fast's default).
 # Except in --fast mode it also installs .venv-dbt/ (scripts/install_dbt.sh) for the dbt peer
 # benchmark test (tests/test_bench_dbt.py), which fails without it; TOPIC_LINEAGE_NO_DBT=1 skips
 # both the install and that test. Likewise it installs .venv-iceberg/ (scripts/install_iceberg_peers.sh:
@@ -31,6 +33,7 @@ if [ "${1:-}" = "--fast" ]; then
   export TOPIC_LINEAGE_NO_SEAWEEDFS=${TOPIC_LINEAGE_NO_SEAWEEDFS:-1}
   export TOPIC_LINEAGE_NO_EMULATORS=${TOPIC_LINEAGE_NO_EMULATORS:-1}
   export TOPIC_LINEAGE_TEST_WORKERS=${TOPIC_LINEAGE_TEST_WORKERS:-3}
+  export TOPIC_LINEAGE_WAITING_LANE=${TOPIC_LINEAGE_WAITING_LANE:-0}
 fi
 cd "$(dirname "$0")/.."
 installs_started=$(date +%s%N)
@@ -98,6 +101,11 @@ unset PYTHONDONTWRITEBYTECODE
 workers=${TOPIC_LINEAGE_TEST_WORKERS:-2}
 parallel=()
 if [ "$workers" != 0 ]; then
+  # The waiting lane (tests/waiting_lane.py): one worker more, for the few files that mostly
+  # wait (server starts, retries, timeouts), so that their waits no longer leave a core idle.
+  # On for the whole suite; --fast runs three workers of one kind.
+  export TOPIC_LINEAGE_WAITING_LANE=${TOPIC_LINEAGE_WAITING_LANE:-1}
+  [ "$TOPIC_LINEAGE_WAITING_LANE" = 1 ] && workers=$((workers + 1))
   # in collection order: tests/conftest.py puts the longest files first (xdist would otherwise
   # start the files with the most tests first)
   parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)

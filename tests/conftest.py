@@ -398,6 +398,14 @@ def _drop_handlers_of_captured_streams() -> None:
                 logger.removeHandler(handler)
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """The waiting lane's scheduler when the run asks for one (tests/waiting_lane.py), else
+    xdist's own."""
+    from tests import waiting_lane
+
+    return waiting_lane.WaitingLaneScheduling(config, log) if waiting_lane.wanted(config) else None
+
+
 def pytest_testnodedown(node, error):
     _BROKER_STARTS.extend(getattr(node, "workeroutput", {}).get("broker_starts", []))
     _S3_STARTS.extend(getattr(node, "workeroutput", {}).get("s3_starts", []))
