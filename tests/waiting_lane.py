@@ -60,10 +60,8 @@ class WaitingLaneScheduling(LoadFileScheduling):
         scope = self._next_unit(node)
         if scope is None:
             return
-        work_unit = self.workqueue.pop(scope)
-        self.assigned_work.setdefault(node, {})[scope] = work_unit
-        collection = self.registered_collections[node]
-        node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
+        self.workqueue.move_to_end(scope, last=False)  # xdist's own assigns the queue's first
+        super()._assign_work_unit(node)
 
     def _reschedule(self, node) -> None:
         if node.shutting_down:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topic_lineage.errors import TopicLineageError
+from topic_lineage.spark import QUICK_JIT_OPTION
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -94,8 +95,6 @@ class Cluster:
         if archive:  # the executors are JVMs of this installation's Spark too
             conf["spark.executor.defaultJavaOptions"] = archive
         if self.quick_jit:  # through the executors' environment: a second option would be a second word
-            from topic_lineage.spark import QUICK_JIT_OPTION
-
             conf["spark.executorEnv.JAVA_TOOL_OPTIONS"] = QUICK_JIT_OPTION
         return conf
 
@@ -139,8 +138,6 @@ def _start(cluster: Cluster, name: str, *args: str) -> None:
                SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
                # Executors' Python workers must be this interpreter: tasks import topic_lineage.
                PYSPARK_PYTHON=sys.executable)
-    from topic_lineage.spark import QUICK_JIT_OPTION
-
     daemon_options = " ".join(filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS"), _archive_option(),
                                             QUICK_JIT_OPTION if cluster.quick_jit else ""]))
     if daemon_options:
